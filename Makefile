@@ -1,0 +1,28 @@
+# idempotent_pay — built with PGXS.  `test/run check` is the way to test it;
+# `make installcheck` needs a running server (PGHOST/PGPORT).
+
+PG_CONFIG ?= pg_config
+
+EXTENSION = idempotent_pay
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+
+MODULE_big = idempotent_pay
+OBJS = \
+	src/idempotent_pay.o \
+	src/bizno.o \
+	src/bizno_format.o
+
+DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+
+REGRESS = bizno
+REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
+
+ISOLATION =
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
+
+PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers
+
+EXTRA_CLEAN = results output_iso regression.diffs regression.out
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

@@ -1,0 +1,57 @@
+-- The bizNo contract (SPEC section 5), as a user checks it.
+BEGIN;
+SELECT plan(24);
+
+SELECT has_function('pay_bizno', ARRAY['text', 'text']);
+SELECT function_returns('pay_bizno', ARRAY['text', 'text'], 'text');
+SELECT volatility_is('pay_bizno', ARRAY['text', 'text'], 'volatile');
+SELECT volatility_is('pay_bizno_valid', ARRAY['text'], 'immutable');
+SELECT is_strict('pay_bizno_valid', ARRAY['text']);
+SELECT volatility_is('pay_bizno_parse', ARRAY['text'], 'immutable');
+
+SELECT ok(pay_bizno_valid(pay_bizno('PAY', 'ORD001')), 'a fresh bizNo is valid');
+SELECT isnt(pay_bizno('PAY', 'ORD001'), pay_bizno('PAY', 'ORD001'),
+            'every call gives a new bizNo');
+SELECT results_eq(
+    $$SELECT prefix, biz_id, node_id FROM pay_bizno_parse(pay_bizno('PAY', 'ORD-1:a.b_c'))$$,
+    $$VALUES ('PAY'::text, 'ORD-1:a.b_c'::text, 0)$$,
+    'parse gives back prefix, biz_id and node id');
+SELECT ok((SELECT issued_at FROM pay_bizno_parse(pay_bizno('PAY', 'X')))
+          BETWEEN clock_timestamp() - interval '1 minute' AND clock_timestamp(),
+          'parse gives the time of issue');
+SELECT is(pay_bizno_valid('PAY-ORD001-20261130065033976-0000-366VRA691WVWE0'), true,
+          'a known bizNo is valid');
+SELECT is(pay_bizno_valid('PAY-ORD001-20261130065033976-0000-366VRA691WVWE1'), false,
+          'a wrong check character is caught');
+SELECT is(pay_bizno_valid('PAY-ORD001-20261130065033976-0000-366VRA961WVWE0'), false,
+          'an adjacent transposition is caught');
+SELECT is(pay_bizno_valid(NULL), NULL, 'pay_bizno_valid(NULL) is NULL');
+SELECT is(pay_bizno_valid(repeat('-', 100000)), false, 'pay_bizno_valid never raises');
+
+SELECT throws_ok($$SELECT pay_bizno('pay', 'X')$$, '22023',
+                 'invalid bizNo prefix "pay"', 'lower-case prefix: 22023');
+SELECT throws_ok($$SELECT pay_bizno(repeat('A', 17), 'X')$$, '22023', NULL,
+                 'prefix of 17 characters: 22023');
+SELECT throws_ok($$SELECT pay_bizno('PAY', 'a b')$$, '22023',
+                 'invalid bizNo biz_id "a b"', 'space in biz_id: 22023');
+SELECT throws_ok($$SELECT pay_bizno('PAY', NULL)$$, '22004', NULL, 'NULL biz_id: 22004');
+SELECT throws_ok($$SELECT pay_bizno_parse('PAY-1')$$, '22P02',
+                 'invalid bizNo: "PAY-1"', 'malformed input to parse: 22P02');
+SELECT throws_ok($$SELECT pay_bizno_parse('PAY-ORD001-20261130065033976-0000-366VRA691WVWE1')$$,
+                 '22P02', 'invalid check character for bizNo "PAY-ORD001-20261130065033976-0000-366VRA691WVWE1"',
+                 'bad check character to parse: 22P02');
+
+SET LOCAL idempotent_pay.node_id = 42;
+SELECT is((pay_bizno_parse(pay_bizno('PAY', 'X'))).node_id, 42,
+          'the node id is written into the bizNo');
+SELECT throws_ok($$SET idempotent_pay.node_id = 1024$$, '22023', NULL,
+                 'node id above 1023 is refused');
+
+CREATE ROLE tap_bizno_app;
+SET LOCAL ROLE tap_bizno_app;
+SELECT throws_ok($$SET idempotent_pay.node_id = 1$$, '42501', NULL,
+                 'an application role cannot set the node id');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
