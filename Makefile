@@ -10,7 +10,12 @@ MODULE_big = idempotent_pay
 OBJS = \
 	src/idempotent_pay.o \
 	src/bizno.o \
-	src/bizno_format.o
+	src/bizno_format.o \
+	src/catalog.o \
+	src/machine.o \
+	src/guard.o \
+	src/journal.o \
+	src/ledger.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 

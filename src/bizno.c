@@ -102,6 +102,26 @@ BiznoGenerate(char *buf, const char *prefix, size_t prefix_len,
 }
 
 /*
+ * Raise 22023 unless prefix and biz_id may make a bizNo.
+ */
+void
+BiznoCheckParts(text *prefix, text *biz_id)
+{
+	if (!bizno_prefix_is_valid(VARDATA_ANY(prefix), VARSIZE_ANY_EXHDR(prefix)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid bizNo prefix \"%s\"", text_to_cstring(prefix)),
+				 errdetail("A prefix is 1 to %d characters of A-Z and 0-9.",
+						   BIZNO_PREFIX_MAX_LEN)));
+	if (!bizno_biz_id_is_valid(VARDATA_ANY(biz_id), VARSIZE_ANY_EXHDR(biz_id)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid bizNo biz_id \"%s\"", text_to_cstring(biz_id)),
+				 errdetail("A biz_id is 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'.",
+						   BIZNO_BIZ_ID_MAX_LEN)));
+}
+
+/*
  * pay_bizno(prefix text, biz_id text) returns text
  */
 Datum
@@ -119,19 +139,7 @@ pay_bizno(PG_FUNCTION_ARGS)
 
 	prefix = PG_GETARG_TEXT_PP(0);
 	biz_id = PG_GETARG_TEXT_PP(1);
-
-	if (!bizno_prefix_is_valid(VARDATA_ANY(prefix), VARSIZE_ANY_EXHDR(prefix)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid bizNo prefix \"%s\"", text_to_cstring(prefix)),
-				 errdetail("A prefix is 1 to %d characters of A-Z and 0-9.",
-						   BIZNO_PREFIX_MAX_LEN)));
-	if (!bizno_biz_id_is_valid(VARDATA_ANY(biz_id), VARSIZE_ANY_EXHDR(biz_id)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid bizNo biz_id \"%s\"", text_to_cstring(biz_id)),
-				 errdetail("A biz_id is 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'.",
-						   BIZNO_BIZ_ID_MAX_LEN)));
+	BiznoCheckParts(prefix, biz_id);
 
 	len = BiznoGenerate(buf, VARDATA_ANY(prefix), VARSIZE_ANY_EXHDR(prefix),
 						VARDATA_ANY(biz_id), VARSIZE_ANY_EXHDR(biz_id));

@@ -16,6 +16,13 @@
 PG_MODULE_MAGIC;
 
 int			pay_node_id = 0;
+int			pay_retry_failed = PAY_RETRY_AUTO;
+
+static const struct config_enum_entry retry_failed_options[] = {
+	{"auto", PAY_RETRY_AUTO, false},
+	{"manual", PAY_RETRY_MANUAL, false},
+	{NULL, 0, false}
+};
 
 void		_PG_init(void);
 
@@ -34,6 +41,20 @@ _PG_init(void)
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
+
+	/*
+	 * Superuser-only: whether a failed charge is retried without a human is
+	 * the operator's policy, not the application's.
+	 */
+	DefineCustomEnumVariable("idempotent_pay.retry_failed",
+							 "Whether pay_begin retries a FAILED payment itself.",
+							 "auto: FAILED -> INIT -> PROCESSING and PROCEED; "
+							 "manual: NEEDS_RESET until pay_reset.",
+							 &pay_retry_failed,
+							 PAY_RETRY_AUTO, retry_failed_options,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("idempotent_pay");
 }

@@ -1,0 +1,294 @@
+/*-------------------------------------------------------------------------
+ *
+ * guard.c
+ *	  pay_guard(): the trigger that enforces the state machine on a table.
+ *
+ * Installed BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW and BEFORE
+ * TRUNCATE FOR EACH STATEMENT, ENABLE ALWAYS, with the arguments
+ *
+ *	  pay_guard(status_column [, frozen_column ...])
+ *
+ * on the ledger and on user tables: INSERT starts in INIT or PROCESSING,
+ * UPDATE follows the transition table of machine.c (a write that leaves the
+ * status alone is not a transition), frozen columns keep their values while
+ * PROCESSING or SUCCESS, PROCESSING and SUCCESS rows are not deleted, and
+ * TRUNCATE is refused.  With no arguments the table is append-only (the
+ * journal): UPDATE, DELETE and TRUNCATE are refused.
+ *
+ * Under session_replication_role = replica an INSERT may carry any state: a
+ * replica or a restore (PGOPTIONS='-c session_replication_role=replica')
+ * writes rows whose history was checked where they were made.  UPDATE and
+ * DELETE are guarded there too.
+ *
+ * The column numbers are resolved from the trigger's arguments and the
+ * relation's descriptor once per statement and kept in fn_extra: no catalog
+ * or SPI lookup per row.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/rel.h"
+
+#include "catalog.h"
+#include "guard.h"
+#include "machine.h"
+
+typedef struct GuardConfig
+{
+	bool		append_only;
+	AttrNumber	status_attnum;
+	bool		status_is_enum; /* pay_status, else text or varchar */
+	int			nfrozen;
+	AttrNumber *frozen_attnums;
+	const PayCatalog *catalog;
+} GuardConfig;
+
+PG_FUNCTION_INFO_V1(pay_guard);
+
+static AttrNumber
+ColumnNumber(Relation rel, const char *column)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (!attr->attisdropped && strcmp(NameStr(attr->attname), column) == 0)
+			return attr->attnum;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_COLUMN),
+			 errmsg("column \"%s\" of relation \"%s\" does not exist",
+					column, RelationGetRelationName(rel))));
+	pg_unreachable();
+}
+
+static GuardConfig *
+BuildGuardConfig(FunctionCallInfo fcinfo, TriggerData *trigdata)
+{
+	Relation	rel = trigdata->tg_relation;
+	Trigger    *trigger = trigdata->tg_trigger;
+	GuardConfig *config;
+	Oid			status_type;
+
+	config = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(GuardConfig));
+	config->catalog = PayCatalogGet(fcinfo);
+	config->append_only = trigger->tgnargs == 0;
+	if (config->append_only)
+		return config;
+
+	config->status_attnum = ColumnNumber(rel, trigger->tgargs[0]);
+	status_type = TupleDescAttr(RelationGetDescr(rel),
+								config->status_attnum - 1)->atttypid;
+	if (status_type == config->catalog->status_type)
+		config->status_is_enum = true;
+	else if (status_type != TEXTOID && status_type != VARCHAROID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("status column \"%s\" of relation \"%s\" is of type %s",
+						trigger->tgargs[0], RelationGetRelationName(rel),
+						format_type_be(status_type)),
+				 errhint("A guarded status column is of type pay_status, text or varchar.")));
+
+	config->nfrozen = trigger->tgnargs - 1;
+	config->frozen_attnums = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt,
+												sizeof(AttrNumber) * Max(config->nfrozen, 1));
+	for (int i = 0; i < config->nfrozen; i++)
+		config->frozen_attnums[i] = ColumnNumber(rel, trigger->tgargs[i + 1]);
+	return config;
+}
+
+/*
+ * "(key columns)=(values)" of tuple from the table's primary key, for error
+ * details; "a row of <table>" when there is no primary key to show.
+ */
+char *
+PayRowKeyDescription(Relation rel, HeapTuple tuple)
+{
+	Oid			pk = RelationGetPrimaryKeyIndex(rel);
+	Relation	index;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	char	   *description = NULL;
+
+	if (OidIsValid(pk))
+	{
+		index = relation_open(pk, AccessShareLock);
+		for (int i = 0; i < index->rd_index->indnkeyatts; i++)
+		{
+			AttrNumber	attnum = index->rd_index->indkey.values[i];
+
+			if (attnum <= 0)
+				break;
+			values[i] = heap_getattr(tuple, attnum, RelationGetDescr(rel), &isnull[i]);
+			if (i == index->rd_index->indnkeyatts - 1)
+				description = BuildIndexValueDescription(index, values, isnull);
+		}
+		relation_close(index, AccessShareLock);
+	}
+	if (description == NULL)
+		description = psprintf("a row of \"%s\"", RelationGetRelationName(rel));
+	return description;
+}
+
+/*
+ * The state in the status column of tuple; NULL or a label that is not a
+ * state is refused.
+ */
+static PayStatus
+StatusOfRow(GuardConfig *config, Relation rel, HeapTuple tuple)
+{
+	bool		isnull;
+	Datum		value = heap_getattr(tuple, config->status_attnum,
+									 RelationGetDescr(rel), &isnull);
+	PayStatus	status;
+	char	   *label;
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("payment status of %s must not be null",
+						PayRowKeyDescription(rel, tuple)),
+				 errtable(rel),
+				 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_status_transition")));
+
+	if (config->status_is_enum)
+		return PayStatusFromLabel(config->catalog, DatumGetObjectId(value));
+
+	label = TextDatumGetCString(value);
+	if (!PayStatusFromName(label, &status))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid payment status \"%s\" in %s", label,
+						PayRowKeyDescription(rel, tuple)),
+				 errhint("A payment status is INIT, PROCESSING, SUCCESS or FAILED.")));
+	pfree(label);
+	return status;
+}
+
+static void
+RaiseGuardRefusal(Relation rel, const char *constraint, const char *message,
+				  const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CHECK_VIOLATION),
+			 errmsg("%s on table \"%s\"", message, RelationGetRelationName(rel)),
+			 errdetail("%s", detail),
+			 errtable(rel),
+			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, constraint)));
+}
+
+static void
+CheckFrozenColumns(GuardConfig *config, Relation rel, HeapTuple oldtuple,
+				   HeapTuple newtuple, PayStatus status)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+
+	for (int i = 0; i < config->nfrozen; i++)
+	{
+		AttrNumber	attnum = config->frozen_attnums[i];
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, attnum - 1);
+		bool		oldnull,
+					newnull;
+		Datum		oldvalue = heap_getattr(oldtuple, attnum, tupdesc, &oldnull);
+		Datum		newvalue = heap_getattr(newtuple, attnum, tupdesc, &newnull);
+
+		if (oldnull == newnull &&
+			(oldnull || datum_image_eq(oldvalue, newvalue, attr->attbyval, attr->attlen)))
+			continue;
+
+		RaiseGuardRefusal(rel, "pay_frozen_column",
+						  psprintf("column \"%s\" is frozen", NameStr(attr->attname)),
+						  psprintf("%s is %s: \"%s\" may not change until it is settled or reset.",
+								   PayRowKeyDescription(rel, oldtuple),
+								   PayStatusName(status), NameStr(attr->attname)));
+	}
+}
+
+/*
+ * pay_guard() returns trigger
+ */
+Datum
+pay_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	GuardConfig *config;
+	Relation	rel;
+	TriggerEvent event;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("pay_guard() must be fired as a BEFORE trigger")));
+
+	rel = trigdata->tg_relation;
+	event = trigdata->tg_event;
+	config = fcinfo->flinfo->fn_extra;
+	if (config == NULL)
+		fcinfo->flinfo->fn_extra = config = BuildGuardConfig(fcinfo, trigdata);
+
+	if (TRIGGER_FIRED_BY_TRUNCATE(event))
+		RaiseGuardRefusal(rel, config->append_only ? "pay_append_only" : "pay_protected_row",
+						  "TRUNCATE is refused",
+						  config->append_only ? "The table is append-only." :
+						  "Payment rows are never removed wholesale.");
+
+	if (config->append_only)
+	{
+		if (TRIGGER_FIRED_BY_INSERT(event))
+			return PointerGetDatum(trigdata->tg_trigtuple);
+		RaiseGuardRefusal(rel, "pay_append_only",
+						  TRIGGER_FIRED_BY_UPDATE(event) ? "UPDATE is refused" : "DELETE is refused",
+						  "The table is append-only.");
+	}
+
+	if (TRIGGER_FIRED_BY_INSERT(event))
+	{
+		HeapTuple	tuple = trigdata->tg_trigtuple;
+		PayStatus	to = StatusOfRow(config, rel, tuple);
+
+		if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA &&
+			PayTransitionVerdict(PAY_NEW_ROW, to) != PAY_LEGAL)
+			PayRaiseIllegalTransition(rel, PayRowKeyDescription(rel, tuple),
+									  PAY_NEW_ROW, to);
+		return PointerGetDatum(tuple);
+	}
+
+	if (TRIGGER_FIRED_BY_UPDATE(event))
+	{
+		HeapTuple	oldtuple = trigdata->tg_trigtuple;
+		HeapTuple	newtuple = trigdata->tg_newtuple;
+		PayStatus	from = StatusOfRow(config, rel, oldtuple);
+		PayStatus	to = StatusOfRow(config, rel, newtuple);
+
+		if (from != to && PayTransitionVerdict(from, to) != PAY_LEGAL)
+			PayRaiseIllegalTransition(rel, PayRowKeyDescription(rel, oldtuple),
+									  from, to);
+		if (PayStatusIsFrozen(from))
+			CheckFrozenColumns(config, rel, oldtuple, newtuple, from);
+		return PointerGetDatum(newtuple);
+	}
+
+	/* DELETE */
+	{
+		HeapTuple	tuple = trigdata->tg_trigtuple;
+		PayStatus	status = StatusOfRow(config, rel, tuple);
+
+		if (PayStatusIsFrozen(status))
+			RaiseGuardRefusal(rel, "pay_protected_row", "DELETE is refused",
+							  psprintf("%s is %s; only INIT and FAILED payments may be deleted.",
+									   PayRowKeyDescription(rel, tuple),
+									   PayStatusName(status)));
+		return PointerGetDatum(tuple);
+	}
+}

@@ -1,0 +1,18 @@
+/*-------------------------------------------------------------------------
+ *
+ * guard.h
+ *	  The pay_guard trigger, shared by the ledger, the journal and user tables.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GUARD_H
+#define GUARD_H
+
+#include "postgres.h"
+
+#include "access/htup.h"
+#include "utils/relcache.h"
+
+extern char *PayRowKeyDescription(Relation rel, HeapTuple tuple);
+
+#endif							/* GUARD_H */

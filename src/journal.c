@@ -1,0 +1,356 @@
+/*-------------------------------------------------------------------------
+ *
+ * journal.c
+ *	  The ledger's own triggers: the columns it derives, and the journal.
+ *
+ * pay_ledger_bookkeeping() (BEFORE INSERT OR UPDATE) keeps the columns no
+ * writer may choose: prefix and biz_id come from the bizNo, attempt counts
+ * the entries into PROCESSING, processing_since, created_at and updated_at
+ * are stamped, and bizno, prefix, biz_id and created_at never change.
+ *
+ * pay_ledger_journal() (AFTER INSERT, and AFTER UPDATE of status, amount
+ * or currency) appends one journal row per transition and per amount
+ * change, whoever wrote the ledger row -- the API or a raw statement -- so
+ * the latest journal entry of a bizNo always names its status.
+ *
+ * Neither fires under session_replication_role = replica: a replica or a
+ * restore receives the derived columns and the journal as they were.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/transam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+#include "utils/xid8.h"
+
+#include "bizno_format.h"
+#include "catalog.h"
+#include "guard.h"
+#include "idempotent_pay.h"
+#include "journal.h"
+#include "machine.h"
+
+/* Column numbers of pay_ledger, found by name once per statement. */
+typedef struct LedgerColumns
+{
+	const PayCatalog *catalog;
+	AttrNumber	bizno;
+	AttrNumber	prefix;
+	AttrNumber	biz_id;
+	AttrNumber	status;
+	AttrNumber	amount;
+	AttrNumber	currency;
+	AttrNumber	attempt;
+	AttrNumber	created_at;
+	AttrNumber	updated_at;
+	AttrNumber	processing_since;
+} LedgerColumns;
+
+/* The note the API gives the journal rows of its next statement. */
+static const char *journal_note = NULL;
+static bool xact_callback_registered = false;
+
+/* The saved INSERT into pay_journal, for the pay_status it was planned with. */
+static SPIPlanPtr journal_insert = NULL;
+static Oid	journal_insert_status_type = InvalidOid;
+
+/* The name of the role last journaled as actor. */
+static Oid	actor_role = InvalidOid;
+static char actor_name[NAMEDATALEN];
+
+PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping);
+PG_FUNCTION_INFO_V1(pay_ledger_journal);
+
+static void
+ForgetNoteAtXactEnd(XactEvent event, void *arg)
+{
+	journal_note = NULL;
+}
+
+/*
+ * Give the journal rows of the next ledger write this note (NULL for none).
+ * Forgotten at the end of the transaction, so a failed call leaves nothing
+ * for a later statement to pick up.
+ */
+void
+PayJournalSetNote(const char *note)
+{
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(ForgetNoteAtXactEnd, NULL);
+		xact_callback_registered = true;
+	}
+	journal_note = note;
+}
+
+static AttrNumber
+LedgerColumn(TupleDesc tupdesc, const char *name)
+{
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (!attr->attisdropped && strcmp(NameStr(attr->attname), name) == 0)
+			return attr->attnum;
+	}
+	elog(ERROR, "column %s of pay_ledger is missing", name);
+	pg_unreachable();
+}
+
+static LedgerColumns *
+GetLedgerColumns(FunctionCallInfo fcinfo, Relation rel)
+{
+	LedgerColumns *cols = fcinfo->flinfo->fn_extra;
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+
+	if (cols != NULL)
+		return cols;
+
+	cols = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(LedgerColumns));
+	cols->catalog = PayCatalogGet(fcinfo);
+	cols->bizno = LedgerColumn(tupdesc, "bizno");
+	cols->prefix = LedgerColumn(tupdesc, "prefix");
+	cols->biz_id = LedgerColumn(tupdesc, "biz_id");
+	cols->status = LedgerColumn(tupdesc, "status");
+	cols->amount = LedgerColumn(tupdesc, "amount");
+	cols->currency = LedgerColumn(tupdesc, "currency");
+	cols->attempt = LedgerColumn(tupdesc, "attempt");
+	cols->created_at = LedgerColumn(tupdesc, "created_at");
+	cols->updated_at = LedgerColumn(tupdesc, "updated_at");
+	cols->processing_since = LedgerColumn(tupdesc, "processing_since");
+	fcinfo->flinfo->fn_extra = cols;
+	return cols;
+}
+
+static Datum
+GetColumn(HeapTuple tuple, Relation rel, AttrNumber attnum, bool *isnull)
+{
+	return heap_getattr(tuple, attnum, RelationGetDescr(rel), isnull);
+}
+
+static PayStatus
+LedgerStatus(LedgerColumns *cols, Relation rel, HeapTuple tuple)
+{
+	bool		isnull;
+	Datum		label = GetColumn(tuple, rel, cols->status, &isnull);
+
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("null value in column \"status\" of relation \"pay_ledger\" violates not-null constraint"),
+				 errtable(rel)));
+	return PayStatusFromLabel(cols->catalog, DatumGetObjectId(label));
+}
+
+/* Refuse a change of a column that never changes once written. */
+static void
+CheckUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
+			   AttrNumber attnum)
+{
+	Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	bool		oldnull,
+				newnull;
+	Datum		oldvalue = GetColumn(oldtuple, rel, attnum, &oldnull);
+	Datum		newvalue = GetColumn(newtuple, rel, attnum, &newnull);
+
+	if (oldnull == newnull &&
+		(oldnull || datum_image_eq(oldvalue, newvalue, attr->attbyval, attr->attlen)))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_CHECK_VIOLATION),
+			 errmsg("column \"%s\" is frozen on table \"pay_ledger\"",
+					NameStr(attr->attname)),
+			 errdetail("%s: \"%s\" never changes once the payment is recorded.",
+					   PayRowKeyDescription(rel, oldtuple), NameStr(attr->attname)),
+			 errtable(rel),
+			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_frozen_column")));
+}
+
+/*
+ * pay_ledger_bookkeeping() returns trigger
+ */
+Datum
+pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel = trigdata->tg_relation;
+	LedgerColumns *cols = GetLedgerColumns(fcinfo, rel);
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	Datum		now = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	/* on INSERT: prefix, biz_id, attempt, processing_since, created_at, updated_at */
+	int			columns[6];
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+	int			ncolumns = 0;
+	HeapTuple	tuple;
+	PayStatus	status;
+
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+	{
+		bool		isnull;
+		text	   *bizno;
+		BiznoParts	parts;
+		char		expected_check;
+		bool		generated;
+
+		tuple = trigdata->tg_trigtuple;
+		status = LedgerStatus(cols, rel, tuple);
+		bizno = DatumGetTextPP(GetColumn(tuple, rel, cols->bizno, &isnull));
+		if (isnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("null value in column \"bizno\" of relation \"pay_ledger\" violates not-null constraint"),
+					 errtable(rel)));
+		BiznoCheckKey(bizno);
+		generated = bizno_parse(VARDATA_ANY(bizno), VARSIZE_ANY_EXHDR(bizno),
+								&parts, &expected_check) == BIZNO_VALID;
+
+		columns[ncolumns] = cols->prefix;
+		nulls[ncolumns] = !generated;
+		values[ncolumns++] = generated ?
+			PointerGetDatum(cstring_to_text_with_len(parts.prefix, parts.prefix_len)) : 0;
+		columns[ncolumns] = cols->biz_id;
+		nulls[ncolumns] = !generated;
+		values[ncolumns++] = generated ?
+			PointerGetDatum(cstring_to_text_with_len(parts.biz_id, parts.biz_id_len)) : 0;
+		columns[ncolumns] = cols->attempt;
+		values[ncolumns++] = Int32GetDatum(status == PAY_PROCESSING ? 1 : 0);
+		columns[ncolumns] = cols->processing_since;
+		nulls[ncolumns] = status != PAY_PROCESSING;
+		values[ncolumns++] = now;
+		columns[ncolumns] = cols->created_at;
+		values[ncolumns++] = now;
+	}
+	else
+	{
+		HeapTuple	oldtuple = trigdata->tg_trigtuple;
+		bool		isnull;
+		PayStatus	from;
+
+		tuple = trigdata->tg_newtuple;
+		CheckUnchanged(rel, oldtuple, tuple, cols->bizno);
+		CheckUnchanged(rel, oldtuple, tuple, cols->prefix);
+		CheckUnchanged(rel, oldtuple, tuple, cols->biz_id);
+		CheckUnchanged(rel, oldtuple, tuple, cols->created_at);
+
+		from = LedgerStatus(cols, rel, oldtuple);
+		status = LedgerStatus(cols, rel, tuple);
+		columns[ncolumns] = cols->attempt;
+		values[ncolumns] = GetColumn(oldtuple, rel, cols->attempt, &isnull);
+		columns[ncolumns + 1] = cols->processing_since;
+		values[ncolumns + 1] = GetColumn(oldtuple, rel, cols->processing_since,
+										 &nulls[ncolumns + 1]);
+		if (from != PAY_PROCESSING && status == PAY_PROCESSING)
+		{
+			values[ncolumns] = Int32GetDatum(DatumGetInt32(values[ncolumns]) + 1);
+			values[ncolumns + 1] = now;
+			nulls[ncolumns + 1] = false;
+		}
+		ncolumns += 2;
+	}
+
+	columns[ncolumns] = cols->updated_at;
+	values[ncolumns++] = now;
+
+	return PointerGetDatum(heap_modify_tuple_by_cols(tuple, tupdesc, ncolumns,
+													 columns, values, nulls));
+}
+
+static const char *
+ActorName(void)
+{
+	Oid			role = GetOuterUserId();
+
+	if (role != actor_role)
+	{
+		strlcpy(actor_name, GetUserNameFromId(role, false), NAMEDATALEN);
+		actor_role = role;
+	}
+	return actor_name;
+}
+
+static SPIPlanPtr
+JournalInsertPlan(const PayCatalog *catalog)
+{
+	Oid			argtypes[9] = {
+		TEXTOID, INT4OID, catalog->status_type, catalog->status_type,
+		NUMERICOID, TEXTOID, XID8OID, TEXTOID, TEXTOID
+	};
+	char	   *query;
+
+	if (journal_insert != NULL && journal_insert_status_type == catalog->status_type)
+		return journal_insert;
+
+	if (journal_insert != NULL)
+		SPI_freeplan(journal_insert);
+	query = psprintf("INSERT INTO %s.pay_journal "
+					 "(bizno, attempt, from_status, to_status, amount, currency, txid, actor, note) "
+					 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+					 catalog->schema);
+	journal_insert = SPI_prepare(query, 9, argtypes);
+	if (journal_insert == NULL)
+		elog(ERROR, "SPI_prepare failed for the journal insert: %s",
+			 SPI_result_code_string(SPI_result));
+	SPI_keepplan(journal_insert);
+	journal_insert_status_type = catalog->status_type;
+	return journal_insert;
+}
+
+/*
+ * pay_ledger_journal() returns trigger
+ */
+Datum
+pay_ledger_journal(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel = trigdata->tg_relation;
+	LedgerColumns *cols = GetLedgerColumns(fcinfo, rel);
+	bool		is_update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
+	HeapTuple	tuple = is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	Datum		values[9];
+	char		nulls[9];
+	PayStatus	from = PAY_NEW_ROW;
+	PayStatus	to = LedgerStatus(cols, rel, tuple);
+	const char *note = journal_note;
+	bool		isnull;
+	int			ret;
+
+	if (is_update)
+		from = LedgerStatus(cols, rel, trigdata->tg_trigtuple);
+	if (note == NULL && from == to)
+		note = "amount or currency changed";
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = GetColumn(tuple, rel, cols->bizno, &isnull);
+	values[1] = GetColumn(tuple, rel, cols->attempt, &isnull);
+	values[2] = from == PAY_NEW_ROW ? (Datum) 0 : PayStatusGetDatum(cols->catalog, from);
+	nulls[2] = from == PAY_NEW_ROW ? 'n' : ' ';
+	values[3] = PayStatusGetDatum(cols->catalog, to);
+	values[4] = GetColumn(tuple, rel, cols->amount, &isnull);
+	nulls[4] = isnull ? 'n' : ' ';
+	values[5] = GetColumn(tuple, rel, cols->currency, &isnull);
+	nulls[5] = isnull ? 'n' : ' ';
+	values[6] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	values[7] = CStringGetTextDatum(ActorName());
+	values[8] = note ? CStringGetTextDatum(note) : (Datum) 0;
+	nulls[8] = note ? ' ' : 'n';
+
+	SPI_connect();
+	ret = SPI_execute_plan(JournalInsertPlan(cols->catalog), values, nulls, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "journal insert failed: %s", SPI_result_code_string(ret));
+	SPI_finish();
+
+	return PointerGetDatum(NULL);
+}

@@ -1,0 +1,641 @@
+/*-------------------------------------------------------------------------
+ *
+ * ledger.c
+ *	  The payment API: pay_open, pay_begin, pay_succeed, pay_fail,
+ *	  pay_reset, pay_transition (SPEC section 7).
+ *
+ * Every function runs as the extension owner (SECURITY DEFINER) through
+ * saved plans whose every name is schema-qualified.  A decision that writes
+ * is taken on the row as re-read under FOR UPDATE; decisions that do not
+ * write (ALREADY_SUCCEEDED, IN_PROGRESS) are taken on a plain read, because
+ * SUCCESS never changes and a PROCESSING row answered IN_PROGRESS is never
+ * charged.  The ledger's triggers (guard.c, journal.c) enforce the state
+ * machine and write the journal for these writes as for any other.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/numeric.h"
+
+#include "bizno_format.h"
+#include "catalog.h"
+#include "idempotent_pay.h"
+#include "journal.h"
+#include "machine.h"
+
+/* The saved plans of this file, in the order of plan_queries. */
+typedef enum LedgerPlan
+{
+	PLAN_READ,
+	PLAN_LOCK,
+	PLAN_INSERT,
+	PLAN_SET_STATUS,
+	PLAN_SETTLE,
+	PLAN_SET_AMOUNT,
+	PLAN_FIND_ORDER,
+	PLAN_COUNT
+} LedgerPlan;
+
+/* %1$s is the quoted schema; = is pinned to pg_catalog. */
+#define EQ "OPERATOR(pg_catalog.=)"
+static const char *const plan_queries[PLAN_COUNT] = {
+	[PLAN_READ] =
+	"SELECT status, amount, currency, attempt FROM %1$s.pay_ledger WHERE bizno " EQ " $1",
+	[PLAN_LOCK] =
+	"SELECT status, amount, currency, attempt FROM %1$s.pay_ledger WHERE bizno " EQ " $1 FOR UPDATE",
+	[PLAN_INSERT] =
+	"INSERT INTO %1$s.pay_ledger (bizno, status, amount, currency) VALUES ($1, $2, $3, $4) "
+	"ON CONFLICT DO NOTHING",
+	[PLAN_SET_STATUS] =
+	"UPDATE %1$s.pay_ledger SET status = $2 WHERE bizno " EQ " $1",
+	[PLAN_SETTLE] =
+	"UPDATE %1$s.pay_ledger SET status = $2, channel_ref = COALESCE($3, channel_ref), "
+	"last_error = COALESCE($4, last_error) "
+	"WHERE bizno " EQ " $1 AND status " EQ " $5 AND attempt " EQ " COALESCE($6, attempt)",
+	[PLAN_SET_AMOUNT] =
+	"UPDATE %1$s.pay_ledger SET amount = $2, currency = $3 WHERE bizno " EQ " $1",
+	[PLAN_FIND_ORDER] =
+	"SELECT status, amount, currency, attempt, bizno FROM %1$s.pay_ledger "
+	"WHERE prefix " EQ " $1 AND biz_id " EQ " $2",
+};
+
+static SPIPlanPtr plans[PLAN_COUNT];
+/* the pay_status the plans were made for: new after CREATE EXTENSION */
+static Oid	plans_status_type = InvalidOid;
+
+/* A ledger row as the API reads it; values live in SPI memory. */
+typedef struct LedgerRow
+{
+	PayStatus	status;
+	Datum		amount;
+	bool		amount_null;
+	Datum		currency;
+	bool		currency_null;
+	int32		attempt;
+	Datum		bizno;			/* PLAN_FIND_ORDER only */
+} LedgerRow;
+
+/* The amount and currency a caller passed; either may be absent. */
+typedef struct PaymentAmount
+{
+	bool		has_amount;
+	Datum		amount;
+	bool		has_currency;
+	Datum		currency;
+} PaymentAmount;
+
+
+PG_FUNCTION_INFO_V1(pay_open);
+PG_FUNCTION_INFO_V1(pay_begin);
+PG_FUNCTION_INFO_V1(pay_succeed);
+PG_FUNCTION_INFO_V1(pay_fail);
+PG_FUNCTION_INFO_V1(pay_reset);
+PG_FUNCTION_INFO_V1(pay_transition);
+
+/*
+ * Prepare the plans once per backend (again if the extension was recreated).
+ */
+static void
+PreparePlans(const PayCatalog *catalog)
+{
+	Oid			status = catalog->status_type;
+	Oid			argtypes[PLAN_COUNT][6] = {
+		[PLAN_READ] = {TEXTOID},
+		[PLAN_LOCK] = {TEXTOID},
+		[PLAN_INSERT] = {TEXTOID, status, NUMERICOID, TEXTOID},
+		[PLAN_SET_STATUS] = {TEXTOID, status},
+		[PLAN_SETTLE] = {TEXTOID, status, TEXTOID, TEXTOID, status, INT4OID},
+		[PLAN_SET_AMOUNT] = {TEXTOID, NUMERICOID, TEXTOID},
+		[PLAN_FIND_ORDER] = {TEXTOID, TEXTOID},
+	};
+	static const int nargs[PLAN_COUNT] = {
+		[PLAN_READ] = 1,[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_SET_STATUS] = 2,
+		[PLAN_SETTLE] = 6,[PLAN_SET_AMOUNT] = 3,[PLAN_FIND_ORDER] = 2,
+	};
+
+	if (plans_status_type == catalog->status_type)
+		return;
+
+	for (int i = 0; i < PLAN_COUNT; i++)
+	{
+		if (plans[i] != NULL)
+			SPI_freeplan(plans[i]);
+		plans[i] = SPI_prepare(psprintf(plan_queries[i], catalog->schema),
+							   nargs[i], argtypes[i]);
+		if (plans[i] == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(plans[i]);
+	}
+	plans_status_type = catalog->status_type;
+}
+
+/* Run a saved plan; nulls as SPI wants them ('n' or ' '). */
+static uint64
+RunPlan(LedgerPlan plan, Datum *values, const char *nulls)
+{
+	int			ret = SPI_execute_plan(plans[plan], values, nulls, false, 0);
+
+	if (ret < 0)
+		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
+	return SPI_processed;
+}
+
+/* Read the row of bizno (plainly, or locked); false when there is none. */
+static bool
+ReadRow(const PayCatalog *catalog, LedgerPlan plan, Datum *args, LedgerRow *row)
+{
+	HeapTuple	tuple;
+	TupleDesc	tupdesc;
+	bool		isnull;
+
+	if (RunPlan(plan, args, NULL) == 0)
+		return false;
+
+	tuple = SPI_tuptable->vals[0];
+	tupdesc = SPI_tuptable->tupdesc;
+	row->status = PayStatusFromLabel(catalog,
+									 DatumGetObjectId(SPI_getbinval(tuple, tupdesc, 1, &isnull)));
+	row->amount = SPI_getbinval(tuple, tupdesc, 2, &row->amount_null);
+	row->currency = SPI_getbinval(tuple, tupdesc, 3, &row->currency_null);
+	row->attempt = DatumGetInt32(SPI_getbinval(tuple, tupdesc, 4, &isnull));
+	if (plan == PLAN_FIND_ORDER)
+		row->bizno = SPI_getbinval(tuple, tupdesc, 5, &isnull);
+	return true;
+}
+
+static bool
+ReadRowByKey(const PayCatalog *catalog, LedgerPlan plan, Datum bizno, LedgerRow *row)
+{
+	return ReadRow(catalog, plan, &bizno, row);
+}
+
+static void
+SetStatus(const PayCatalog *catalog, Datum bizno, PayStatus status, const char *note)
+{
+	Datum		args[2] = {bizno, PayStatusGetDatum(catalog, status)};
+
+	PayJournalSetNote(note);
+	RunPlan(PLAN_SET_STATUS, args, NULL);
+	PayJournalSetNote(NULL);
+}
+
+/* Insert a new ledger row; false when a row with a unique key exists. */
+static bool
+InsertRow(const PayCatalog *catalog, Datum bizno, PayStatus status,
+		  const PaymentAmount *amount)
+{
+	Datum		args[4] = {bizno, PayStatusGetDatum(catalog, status),
+	amount->amount, amount->currency};
+	char		nulls[4] = {' ', ' ', amount->has_amount ? ' ' : 'n',
+	amount->has_currency ? ' ' : 'n'};
+
+	return RunPlan(PLAN_INSERT, args, nulls) == 1;
+}
+
+static const char *
+KeyDescription(Datum bizno)
+{
+	return psprintf("bizNo %s", TextDatumGetCString(bizno));
+}
+
+static void
+RaiseUnknownPayment(Datum bizno)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NO_DATA_FOUND),
+			 errmsg("unknown payment %s", TextDatumGetCString(bizno))));
+}
+
+/* The bizNo argument: required, and a valid key. */
+static Datum
+KeyArgument(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("bizno must not be null")));
+	BiznoCheckKey(PG_GETARG_TEXT_PP(argno));
+	return PointerGetDatum(PG_GETARG_TEXT_PP(argno));
+}
+
+static void
+RequireArgument(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", name)));
+}
+
+/* Amount (> 0, finite) and currency (ISO 4217) arguments, each optional. */
+static PaymentAmount
+AmountArguments(FunctionCallInfo fcinfo, int amount_arg, int currency_arg)
+{
+	PaymentAmount result = {0};
+
+	if (!PG_ARGISNULL(amount_arg))
+	{
+		Numeric		amount = PG_GETARG_NUMERIC(amount_arg);
+
+		if (numeric_is_nan(amount) || numeric_is_inf(amount) ||
+			!DatumGetBool(DirectFunctionCall2(numeric_gt, NumericGetDatum(amount),
+											  DirectFunctionCall1(int4_numeric,
+																  Int32GetDatum(0)))))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid payment amount %s",
+							DatumGetCString(DirectFunctionCall1(numeric_out,
+																NumericGetDatum(amount)))),
+					 errdetail("An amount is a finite number greater than 0.")));
+		result.has_amount = true;
+		result.amount = NumericGetDatum(amount);
+	}
+	if (!PG_ARGISNULL(currency_arg))
+	{
+		text	   *currency = PG_GETARG_TEXT_PP(currency_arg);
+		const char *code = VARDATA_ANY(currency);
+		bool		valid = VARSIZE_ANY_EXHDR(currency) == 3;
+
+		for (int i = 0; valid && i < 3; i++)
+			valid = code[i] >= 'A' && code[i] <= 'Z';
+		if (!valid)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid currency \"%s\"", text_to_cstring(currency)),
+					 errdetail("A currency is an ISO 4217 code: three upper-case letters.")));
+		result.has_currency = true;
+		result.currency = PointerGetDatum(currency);
+	}
+	return result;
+}
+
+/* Byte equality of two texts: currency codes are ASCII. */
+static bool
+TextEqual(Datum a, Datum b)
+{
+	text	   *x = DatumGetTextPP(a);
+	text	   *y = DatumGetTextPP(b);
+
+	return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
+		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
+}
+
+static bool
+AmountDiffers(const LedgerRow *row, const PaymentAmount *amount)
+{
+	if (amount->has_amount &&
+		(row->amount_null ||
+		 !DatumGetBool(DirectFunctionCall2(numeric_eq, row->amount, amount->amount))))
+		return true;
+	if (amount->has_currency &&
+		(row->currency_null ||
+		 !TextEqual(row->currency, amount->currency)))
+		return true;
+	return false;
+}
+
+static const char *
+AmountText(bool amount_null, Datum amount, bool currency_null, Datum currency)
+{
+	return psprintf("%s %s",
+					amount_null ? "(none)" :
+					DatumGetCString(DirectFunctionCall1(numeric_out, amount)),
+					currency_null ? "" : TextDatumGetCString(currency));
+}
+
+/*
+ * A payment keeps one amount while it is charged: a different amount is
+ * refused (55000) while PROCESSING or SUCCESS, and replaced -- journaled by
+ * the ledger's trigger -- while INIT or FAILED.  row must be locked when it
+ * is INIT or FAILED.
+ */
+static void
+ApplyAmount(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
+			const PaymentAmount *amount)
+{
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
+
+	if (!AmountDiffers(row, amount))
+		return;
+
+	if (PayStatusIsFrozen(row->status))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("payment %s is %s: its amount cannot change",
+						TextDatumGetCString(bizno), PayStatusName(row->status)),
+				 errdetail("Recorded: %s; requested: %s.",
+						   AmountText(row->amount_null, row->amount,
+									  row->currency_null, row->currency),
+						   AmountText(!amount->has_amount, amount->amount,
+									  !amount->has_currency, amount->currency))));
+
+	args[0] = bizno;
+	args[1] = amount->has_amount ? amount->amount : row->amount;
+	nulls[1] = (amount->has_amount || !row->amount_null) ? ' ' : 'n';
+	args[2] = amount->has_currency ? amount->currency : row->currency;
+	nulls[2] = (amount->has_currency || !row->currency_null) ? ' ' : 'n';
+	RunPlan(PLAN_SET_AMOUNT, args, nulls);
+}
+
+/*
+ * Insert failed on a unique key but no row has this bizNo: another bizNo
+ * holds the same (prefix, biz_id).  Raise 23505 naming it; return when the
+ * holder vanished meanwhile, so the caller tries again.
+ */
+static void
+RaiseIfOrderTaken(const PayCatalog *catalog, Datum bizno)
+{
+	text	   *key = DatumGetTextPP(bizno);
+	BiznoParts	parts;
+	char		expected_check;
+	Datum		args[2];
+	LedgerRow	holder;
+
+	if (bizno_parse(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &parts,
+					&expected_check) != BIZNO_VALID)
+		return;
+	args[0] = PointerGetDatum(cstring_to_text_with_len(parts.prefix, parts.prefix_len));
+	args[1] = PointerGetDatum(cstring_to_text_with_len(parts.biz_id, parts.biz_id_len));
+	if (ReadRow(catalog, PLAN_FIND_ORDER, args, &holder))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("business action %s %s already has bizNo %s",
+						TextDatumGetCString(args[0]), TextDatumGetCString(args[1]),
+						TextDatumGetCString(holder.bizno)),
+				 errdetail("bizNo %s was not recorded: one business action has one bizNo.",
+						   text_to_cstring(key)),
+				 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_ledger_prefix_biz_id_key")));
+}
+
+/*
+ * The pay_begin decision on a row read plainly (SUCCESS, PROCESSING) or
+ * under lock (INIT, FAILED).
+ */
+static PayAction
+DecideBegin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
+			const PaymentAmount *amount)
+{
+	ApplyAmount(catalog, bizno, row, amount);
+	switch (row->status)
+	{
+		case PAY_SUCCESS:
+			return PAY_ALREADY_SUCCEEDED;
+		case PAY_PROCESSING:
+			return PAY_IN_PROGRESS;
+		case PAY_INIT:
+			SetStatus(catalog, bizno, PAY_PROCESSING, NULL);
+			return PAY_PROCEED;
+		case PAY_FAILED:
+			if (pay_retry_failed == PAY_RETRY_MANUAL)
+				return PAY_NEEDS_RESET;
+			SetStatus(catalog, bizno, PAY_INIT,
+					  "reset by pay_begin (idempotent_pay.retry_failed = auto)");
+			SetStatus(catalog, bizno, PAY_PROCESSING, NULL);
+			return PAY_PROCEED;
+	}
+	pg_unreachable();
+}
+
+/*
+ * pay_begin(bizno text, amount numeric, currency text) returns pay_action
+ */
+Datum
+pay_begin(PG_FUNCTION_ARGS)
+{
+	const PayCatalog *catalog = PayCatalogGet(fcinfo);
+	Datum		bizno = KeyArgument(fcinfo, 0);
+	PaymentAmount amount = AmountArguments(fcinfo, 1, 2);
+	PayAction	action;
+	LedgerRow	row;
+
+	SPI_connect();
+	PreparePlans(catalog);
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!ReadRowByKey(catalog, PLAN_READ, bizno, &row))
+		{
+			if (InsertRow(catalog, bizno, PAY_PROCESSING, &amount))
+			{
+				action = PAY_PROCEED;
+				break;
+			}
+			if (!ReadRowByKey(catalog, PLAN_READ, bizno, &row))
+			{
+				RaiseIfOrderTaken(catalog, bizno);
+				continue;
+			}
+		}
+		if ((row.status == PAY_INIT || row.status == PAY_FAILED) &&
+			!ReadRowByKey(catalog, PLAN_LOCK, bizno, &row))
+			continue;			/* deleted meanwhile */
+		action = DecideBegin(catalog, bizno, &row, &amount);
+		break;
+	}
+	SPI_finish();
+
+	PG_RETURN_DATUM(PayActionGetDatum(catalog, action));
+}
+
+/*
+ * pay_succeed and pay_fail: PROCESSING -> target, a no-op on target.
+ * attempt, when given, must be the current attempt (a fencing token).
+ */
+static Datum
+Settle(FunctionCallInfo fcinfo, PayStatus target)
+{
+	const PayCatalog *catalog = PayCatalogGet(fcinfo);
+	Datum		bizno = KeyArgument(fcinfo, 0);
+	const char *reason = NULL;
+	Datum		args[6];
+	char		nulls[6] = {' ', ' ', 'n', 'n', ' ', 'n'};
+	LedgerRow	row;
+
+	args[0] = bizno;
+	args[1] = PayStatusGetDatum(catalog, target);
+	if (!PG_ARGISNULL(1))
+	{
+		/* channel_ref of a success, last_error of a failure */
+		args[target == PAY_SUCCESS ? 2 : 3] = PG_GETARG_DATUM(1);
+		nulls[target == PAY_SUCCESS ? 2 : 3] = ' ';
+		if (target == PAY_FAILED)
+			reason = TextDatumGetCString(PG_GETARG_DATUM(1));
+	}
+	args[4] = PayStatusGetDatum(catalog, PAY_PROCESSING);
+	if (!PG_ARGISNULL(2))
+	{
+		args[5] = PG_GETARG_DATUM(2);
+		nulls[5] = ' ';
+	}
+
+	SPI_connect();
+	PreparePlans(catalog);
+	for (;;)
+	{
+		uint64		settled;
+
+		CHECK_FOR_INTERRUPTS();
+		PayJournalSetNote(reason);
+		settled = RunPlan(PLAN_SETTLE, args, nulls);
+		PayJournalSetNote(NULL);
+		if (settled == 1)
+			break;
+
+		if (!ReadRowByKey(catalog, PLAN_READ, bizno, &row))
+			RaiseUnknownPayment(bizno);
+		if (!PG_ARGISNULL(2) && row.attempt != PG_GETARG_INT32(2))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("attempt %d of payment %s is not the current one",
+							PG_GETARG_INT32(2), TextDatumGetCString(bizno)),
+					 errdetail("The current attempt is %d, %s.", row.attempt,
+							   PayStatusName(row.status))));
+		if (row.status == target)
+			break;				/* a duplicate callback */
+		if (row.status != PAY_PROCESSING)
+			PayRaiseIllegalTransition(NULL, KeyDescription(bizno), row.status, target);
+		/* it left and re-entered PROCESSING meanwhile: settle that attempt */
+	}
+	SPI_finish();
+
+	PG_RETURN_DATUM(PayStatusGetDatum(catalog, target));
+}
+
+/*
+ * pay_succeed(bizno text, channel_ref text, attempt int) returns pay_status
+ */
+Datum
+pay_succeed(PG_FUNCTION_ARGS)
+{
+	return Settle(fcinfo, PAY_SUCCESS);
+}
+
+/*
+ * pay_fail(bizno text, reason text, attempt int) returns pay_status
+ */
+Datum
+pay_fail(PG_FUNCTION_ARGS)
+{
+	return Settle(fcinfo, PAY_FAILED);
+}
+
+/*
+ * Lock the row of bizno and move it to target as the machine allows.
+ */
+static Datum
+GuardedTransition(FunctionCallInfo fcinfo, Datum bizno, PayStatus target,
+				  const char *note)
+{
+	const PayCatalog *catalog = PayCatalogGet(fcinfo);
+	LedgerRow	row;
+
+	SPI_connect();
+	PreparePlans(catalog);
+	if (!ReadRowByKey(catalog, PLAN_LOCK, bizno, &row))
+		RaiseUnknownPayment(bizno);
+	switch (PayTransitionVerdict(row.status, target))
+	{
+		case PAY_NO_OP:
+			break;
+		case PAY_ILLEGAL:
+			PayRaiseIllegalTransition(NULL, KeyDescription(bizno), row.status, target);
+			break;
+		case PAY_LEGAL:
+			SetStatus(catalog, bizno, target, note);
+			break;
+	}
+	SPI_finish();
+
+	PG_RETURN_DATUM(PayStatusGetDatum(catalog, target));
+}
+
+/*
+ * pay_reset(bizno text, note text) returns pay_status
+ */
+Datum
+pay_reset(PG_FUNCTION_ARGS)
+{
+	Datum		bizno = KeyArgument(fcinfo, 0);
+
+	RequireArgument(fcinfo, 1, "note");
+	return GuardedTransition(fcinfo, bizno, PAY_INIT,
+							 TextDatumGetCString(PG_GETARG_DATUM(1)));
+}
+
+/*
+ * pay_transition(bizno text, target pay_status, note text) returns pay_status
+ */
+Datum
+pay_transition(PG_FUNCTION_ARGS)
+{
+	Datum		bizno = KeyArgument(fcinfo, 0);
+
+	RequireArgument(fcinfo, 1, "target");
+	return GuardedTransition(fcinfo, bizno,
+							 PayStatusFromLabel(PayCatalogGet(fcinfo), PG_GETARG_OID(1)),
+							 PG_ARGISNULL(2) ? NULL : TextDatumGetCString(PG_GETARG_DATUM(2)));
+}
+
+/*
+ * pay_open(prefix text, biz_id text, amount numeric, currency text)
+ * returns text: the bizNo of this business action, recorded as INIT.
+ */
+Datum
+pay_open(PG_FUNCTION_ARGS)
+{
+	const PayCatalog *catalog = PayCatalogGet(fcinfo);
+	text	   *prefix;
+	text	   *biz_id;
+	PaymentAmount amount;
+	Datum		order[2];
+	Datum		bizno;
+	LedgerRow	row;
+	char		buf[BIZNO_MAX_LEN + 1];
+
+	RequireArgument(fcinfo, 0, "prefix");
+	RequireArgument(fcinfo, 1, "biz_id");
+	RequireArgument(fcinfo, 2, "amount");
+	prefix = PG_GETARG_TEXT_PP(0);
+	biz_id = PG_GETARG_TEXT_PP(1);
+	BiznoCheckParts(prefix, biz_id);
+	amount = AmountArguments(fcinfo, 2, 3);
+	order[0] = PointerGetDatum(prefix);
+	order[1] = PointerGetDatum(biz_id);
+
+	SPI_connect();
+	PreparePlans(catalog);
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ReadRow(catalog, PLAN_FIND_ORDER, order, &row))
+		{
+			bizno = SPI_datumTransfer(row.bizno, false, -1);
+			if (AmountDiffers(&row, &amount))
+			{
+				if (!ReadRowByKey(catalog, PLAN_LOCK, bizno, &row))
+					continue;	/* deleted meanwhile */
+				ApplyAmount(catalog, bizno, &row, &amount);
+			}
+			break;
+		}
+		bizno = PointerGetDatum(cstring_to_text_with_len(buf,
+														 BiznoGenerate(buf, VARDATA_ANY(prefix),
+																	   VARSIZE_ANY_EXHDR(prefix),
+																	   VARDATA_ANY(biz_id),
+																	   VARSIZE_ANY_EXHDR(biz_id))));
+		if (InsertRow(catalog, bizno, PAY_INIT, &amount))
+		{
+			bizno = SPI_datumTransfer(bizno, false, -1);
+			break;
+		}
+	}
+	SPI_finish();
+
+	PG_RETURN_DATUM(bizno);
+}
