@@ -19,7 +19,7 @@ OBJS = \
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-REGRESS = bizno
+REGRESS = setup bizno machine ledger half_open
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 ISOLATION =

@@ -248,7 +248,7 @@ BEGIN
     RETURN QUERY
         SELECT * FROM @extschema@.pay_ledger AS l
         WHERE l.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
-          AND l.processing_since OPERATOR(pg_catalog.<=) pg_catalog.now() OPERATOR(pg_catalog.-) older_than
+          AND l.processing_since OPERATOR(pg_catalog.<=) (pg_catalog.now() OPERATOR(pg_catalog.-) older_than)
         ORDER BY l.processing_since
         LIMIT max_rows
         FOR UPDATE SKIP LOCKED;

@@ -1,0 +1,110 @@
+-- The payment API of SPEC section 7: decisions, amounts, fencing, errors.
+
+-- pay_begin on every state it can find.
+SELECT pay_begin('B-NEW', 10, 'USD') AS no_row;
+SELECT bizno, status, attempt, amount, currency FROM pay_ledger WHERE bizno = 'B-NEW';
+SELECT pay_begin(payment_in('B-INIT', 'INIT')) AS init, standing('B-INIT');
+SELECT pay_begin(payment_in('B-PROCESSING', 'PROCESSING')) AS processing, standing('B-PROCESSING');
+SELECT pay_begin(payment_in('B-SUCCESS', 'SUCCESS')) AS success, standing('B-SUCCESS');
+SELECT pay_begin(payment_in('B-FAILED', 'FAILED')) AS failed_auto, standing('B-FAILED');
+SELECT from_status, to_status, attempt, note FROM pay_journal WHERE bizno = 'B-FAILED' ORDER BY seq;
+
+-- retry_failed = manual: a FAILED payment waits for pay_reset.
+SET idempotent_pay.retry_failed = manual;
+SELECT pay_begin(payment_in('B-MANUAL', 'FAILED')) AS failed_manual, standing('B-MANUAL');
+SELECT pay_reset('B-MANUAL', 'customer asked to retry');
+SELECT pay_begin('B-MANUAL') AS after_reset, standing('B-MANUAL');
+RESET idempotent_pay.retry_failed;
+
+-- Amounts: a different amount is refused while PROCESSING or SUCCESS and
+-- replaced (and journaled) while INIT or FAILED.
+SELECT pay_begin('B-AMOUNT', 10, 'USD');
+SELECT pay_begin('B-AMOUNT', 10.00, 'USD') AS same_amount;
+SELECT pay_begin('B-AMOUNT', 11, 'USD');
+\echo :LAST_ERROR_SQLSTATE
+SELECT pay_begin('B-AMOUNT', 10, 'EUR');
+\echo :LAST_ERROR_SQLSTATE
+SELECT pay_fail('B-AMOUNT', 'insufficient funds');
+SELECT pay_begin('B-AMOUNT', 12, 'USD') AS retried_with_new_amount;
+SELECT from_status, to_status, attempt, amount, currency, note
+FROM pay_journal WHERE bizno = 'B-AMOUNT' ORDER BY seq;
+
+-- The attempt is a fencing token: a late answer for an old attempt is refused.
+SELECT pay_fail('B-AMOUNT', 'late timeout of attempt 1', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT pay_succeed('B-AMOUNT', 'bank-ref-2', 2);
+SELECT pay_succeed('B-AMOUNT', 'bank-ref-2', 2) AS duplicate_callback;
+SELECT channel_ref, last_error FROM pay_ledger WHERE bizno = 'B-AMOUNT';
+
+-- pay_succeed and pay_fail: no-ops on their own state, refusals elsewhere.
+SELECT pay_fail('B-AMOUNT');
+\echo :LAST_ERROR_SQLSTATE
+SELECT pay_succeed(payment_in('S-INIT', 'INIT'));
+\echo :LAST_ERROR_SQLSTATE
+SELECT pay_fail(payment_in('S-FAILED', 'FAILED'), 'again') AS duplicate_failure, standing('S-FAILED');
+SELECT pay_reset('B-SUCCESS', 'refund instead');
+\echo :LAST_ERROR_SQLSTATE
+SELECT pay_reset(payment_in('S-INIT2', 'INIT'), 'nothing to reset') AS reset_init, standing('S-INIT2');
+
+-- pay_open: one bizNo per business action, whatever its amount becomes.
+SELECT pay_open('PAY', 'ORD-7', 30, 'CNY') = pay_open('PAY', 'ORD-7', 30, 'CNY') AS same_bizno;
+SELECT pay_open('PAY', 'ORD-7', 35, 'CNY') = pay_open('PAY', 'ORD-7', 35) AS same_after_new_amount;
+SELECT status, amount, currency, prefix, biz_id FROM pay_ledger WHERE biz_id = 'ORD-7';
+SELECT pay_begin(pay_open('PAY', 'ORD-7', 35, 'CNY'));
+SELECT outcome($$SELECT pay_open('PAY', 'ORD-7', 40, 'CNY')$$) AS new_amount_while_processing;
+-- A second bizNo for the same business action is refused, naming the first.
+SELECT outcome($$SELECT pay_begin(pay_bizno('PAY', 'ORD-7'))$$) AS second_bizno,
+       error_message($$SELECT pay_begin(pay_bizno('PAY', 'ORD-7'))$$)
+           = 'business action PAY ORD-7 already has bizNo ' || pay_open('PAY', 'ORD-7', 35) AS names_first;
+SELECT count(*) AS rows_for_ord_7 FROM pay_ledger WHERE biz_id = 'ORD-7';
+
+-- pay_get: the row, or NULL.
+SELECT (pay_get('B-SUCCESS')).status, pay_get('no-such-payment') IS NULL AS unknown_is_null;
+
+-- Keys: 1 to 128 of [A-Za-z0-9_.:-]; a key that looks generated must pass
+-- its check character.
+SELECT pay_begin(repeat('k', 128)) AS longest_key;
+SELECT outcome(format('SELECT pay_begin(%L)', k)) AS outcome, left(k, 40) AS key
+FROM unnest(ARRAY['', repeat('k', 129), 'with space', 'semi;colon', 'ünï',
+                  'PAY-ORD001-20261130065033976-0000-366VRA691WVWE1',
+                  'PAY-ORD001-20261130065033976-0000-366VRA691WVWF0',
+                  'PAY-ORD001-20261130065033976x0000-366VRA691WVWE0']) AS k;
+
+-- Every SQLSTATE of section 7, and nothing written by the refused call.
+SELECT count(*) AS ledger_rows, (SELECT count(*) FROM pay_journal) AS journal_rows
+FROM pay_ledger \gset before_
+SELECT outcome('SELECT pay_begin(NULL)') AS null_bizno,
+       outcome('SELECT pay_begin(''E-1'', 0)') AS zero_amount,
+       outcome('SELECT pay_begin(''E-1'', -5)') AS negative_amount,
+       outcome('SELECT pay_begin(''E-1'', ''NaN'')') AS nan_amount,
+       outcome('SELECT pay_begin(''E-1'', ''Infinity'')') AS infinite_amount,
+       outcome('SELECT pay_begin(''E-1'', 1, ''usd'')') AS lower_currency,
+       outcome('SELECT pay_begin(''E-1'', 1, ''USDT'')') AS long_currency;
+SELECT outcome('SELECT pay_succeed(''no-such-payment'')') AS succeed_unknown,
+       outcome('SELECT pay_fail(''no-such-payment'')') AS fail_unknown,
+       outcome('SELECT pay_reset(''no-such-payment'', ''x'')') AS reset_unknown,
+       outcome('SELECT pay_transition(''no-such-payment'', ''INIT'')') AS transition_unknown;
+SELECT outcome('SELECT pay_reset(''B-FAILED'', NULL)') AS reset_without_note,
+       outcome('SELECT pay_transition(''B-FAILED'', NULL)') AS transition_without_target,
+       outcome('SELECT pay_open(NULL, ''X'', 1)') AS open_null_prefix,
+       outcome('SELECT pay_open(''PAY'', ''X'', NULL)') AS open_null_amount,
+       outcome('SELECT pay_open(''pay'', ''X'', 1)') AS open_bad_prefix,
+       outcome('SELECT pay_open(''PAY'', ''X Y'', 1)') AS open_bad_biz_id;
+SELECT outcome('SELECT pay_stuck(NULL)') AS stuck_null,
+       outcome('SELECT pay_stuck(''1 minute'', 0)') AS stuck_zero_rows;
+SELECT count(*) = :before_ledger_rows AS ledger_unchanged,
+       (SELECT count(*) FROM pay_journal) = :before_journal_rows AS journal_unchanged
+FROM pay_ledger;
+
+-- Messages say what is wrong.
+SELECT pay_begin('E-1', 0);
+SELECT pay_begin('E-1', 1, 'usd');
+SELECT pay_succeed('no-such-payment');
+SELECT pay_succeed(NULL);
+
+-- The journal names who acted, in which transaction.
+SELECT count(*) AS entries, count(DISTINCT actor) AS actors, bool_and(actor = current_user) AS all_by_me,
+       bool_and(txid IS NOT NULL) AS all_with_txid
+FROM pay_journal;
+
+SELECT * FROM pay_verify();

@@ -1,0 +1,56 @@
+-- Helpers the later regression files share.
+
+-- Run a statement that returns one value; give that value, or the SQLSTATE
+-- and constraint name of the error it raised.
+CREATE FUNCTION outcome(statement text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    result text;
+    state text;
+    constraint_name text;
+BEGIN
+    EXECUTE statement INTO result;
+    RETURN coalesce(result, 'ok');
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, constraint_name = CONSTRAINT_NAME;
+    RETURN state || coalesce(' ' || nullif(constraint_name, ''), '');
+END
+$$;
+
+-- The message of the error a statement raises (NULL if it raises none).
+CREATE FUNCTION error_message(statement text) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE statement;
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLERRM;
+END
+$$;
+
+-- A payment with this key in this state, made through the API (INIT by a
+-- plain insert, which the guard allows).
+CREATE FUNCTION payment_in(key text, state pay_status) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF state = 'INIT' THEN
+        INSERT INTO pay_ledger (bizno, status) VALUES (key, 'INIT');
+    ELSE
+        PERFORM pay_begin(key);
+        IF state = 'SUCCESS' THEN
+            PERFORM pay_succeed(key);
+        ELSIF state = 'FAILED' THEN
+            PERFORM pay_fail(key, 'declined');
+        END IF;
+    END IF;
+    RETURN key;
+END
+$$;
+
+-- How a payment stands: status, attempt, journal rows.
+CREATE FUNCTION standing(key text) RETURNS text
+LANGUAGE sql AS $$
+    SELECT coalesce(l.status::text || '/' || l.attempt, 'absent') || ' journal:' ||
+           (SELECT count(*) FROM pay_journal AS j WHERE j.bizno = key)
+    FROM (SELECT 1) AS one LEFT JOIN pay_ledger AS l ON l.bizno = key
+$$;
