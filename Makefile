@@ -22,7 +22,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 REGRESS = setup bizno machine ledger half_open
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
-ISOLATION =
+ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers
