@@ -1,0 +1,91 @@
+-- The payment API contract (SPEC sections 4, 6 and 7), as a user checks it.
+BEGIN;
+SELECT plan(51);
+
+-- Types
+SELECT has_type('pay_status');
+SELECT enum_has_labels('pay_status', ARRAY['INIT', 'PROCESSING', 'SUCCESS', 'FAILED']);
+SELECT has_type('pay_action');
+SELECT enum_has_labels('pay_action', ARRAY['PROCEED', 'ALREADY_SUCCEEDED', 'IN_PROGRESS', 'NEEDS_RESET']);
+
+-- Tables
+SELECT has_table('pay_ledger');
+SELECT columns_are('pay_ledger', ARRAY['bizno', 'prefix', 'biz_id', 'status', 'amount', 'currency',
+    'attempt', 'channel_ref', 'last_error', 'created_at', 'updated_at', 'processing_since']);
+SELECT col_is_pk('pay_ledger', 'bizno');
+SELECT col_is_unique('pay_ledger', ARRAY['prefix', 'biz_id']);
+SELECT has_table('pay_journal');
+SELECT columns_are('pay_journal', ARRAY['seq', 'bizno', 'attempt', 'from_status', 'to_status',
+    'amount', 'at', 'txid', 'actor', 'note', 'currency']);
+SELECT trigger_is('pay_ledger', 'pay_ledger_guard', 'pay_guard');
+SELECT trigger_is('pay_journal', 'pay_journal_guard', 'pay_guard');
+SELECT is((SELECT string_agg(tgname || ':' || tgenabled::text, ',' ORDER BY tgname) FROM pg_trigger
+           WHERE tgname LIKE 'pay_%guard%'),
+          'pay_journal_guard:A,pay_journal_guard_truncate:A,pay_ledger_guard:A,pay_ledger_guard_truncate:A',
+          'the guards fire always, replica role included');
+SELECT ok((SELECT count(*) = 2 FROM pg_extension e, unnest(e.extconfig) AS c
+           WHERE e.extname = 'idempotent_pay'
+             AND c IN ('pay_ledger'::regclass, 'pay_journal'::regclass)),
+          'ledger and journal are dumped by pg_dump');
+
+-- Functions
+SELECT function_returns('pay_open', ARRAY['text', 'text', 'numeric', 'text'], 'text');
+SELECT function_returns('pay_begin', ARRAY['text', 'numeric', 'text'], 'pay_action');
+SELECT function_returns('pay_succeed', ARRAY['text', 'text', 'integer'], 'pay_status');
+SELECT function_returns('pay_fail', ARRAY['text', 'text', 'integer'], 'pay_status');
+SELECT function_returns('pay_reset', ARRAY['text', 'text'], 'pay_status');
+SELECT function_returns('pay_transition', ARRAY['text', 'pay_status', 'text'], 'pay_status');
+SELECT function_returns('pay_get', ARRAY['text'], 'pay_ledger');
+SELECT function_returns('pay_stuck', ARRAY['interval', 'integer'], 'setof pay_ledger');
+SELECT function_returns('pay_grant', ARRAY['regrole'], 'void');
+SELECT function_returns('pay_allowed', ARRAY['pay_status', 'pay_status'], 'boolean');
+SELECT is_definer('pay_begin', ARRAY['text', 'numeric', 'text']);
+SELECT is((SELECT count(*)::int FROM pg_proc
+           WHERE proname IN ('pay_open', 'pay_begin', 'pay_succeed', 'pay_fail', 'pay_reset',
+                             'pay_transition', 'pay_get', 'pay_stuck')
+             AND prosecdef AND proconfig::text LIKE '%search_path=%pg_temp%'),
+          8, 'every API function runs as the owner with a pinned search_path');
+
+-- Decisions
+SELECT is(pay_begin('TAP-1', 5, 'USD'), 'PROCEED', 'a new bizNo: PROCEED');
+SELECT is(pay_begin('TAP-1'), 'IN_PROGRESS', 'again while PROCESSING: IN_PROGRESS');
+SELECT is(pay_succeed('TAP-1', 'REF-1', 1), 'SUCCESS', 'pay_succeed settles it');
+SELECT is(pay_begin('TAP-1'), 'ALREADY_SUCCEEDED', 'after SUCCESS: ALREADY_SUCCEEDED');
+SELECT is(pay_begin('TAP-2'), 'PROCEED', 'another payment');
+SELECT is(pay_fail('TAP-2', 'declined'), 'FAILED', 'pay_fail');
+SELECT is(pay_begin('TAP-2'), 'PROCEED', 'FAILED is retried (auto)');
+SELECT is((pay_get('TAP-2')).attempt, 2, 'attempt counts entries into PROCESSING');
+SELECT throws_ok($$SELECT pay_succeed('TAP-2', NULL, 1)$$, '55000', NULL, 'a stale attempt is fenced off');
+SELECT throws_ok($$SELECT pay_transition('TAP-1', 'INIT')$$, '23514', NULL, 'SUCCESS is final');
+SELECT throws_ok($$SELECT pay_begin('TAP-1', 6, 'USD')$$, '55000', NULL, 'the amount of a SUCCESS is frozen');
+SELECT throws_ok($$SELECT pay_reset('TAP-9', 'x')$$, 'P0002', NULL, 'unknown bizNo');
+SELECT results_eq($$SELECT from_status::text, to_status::text FROM pay_journal WHERE bizno = 'TAP-1' ORDER BY seq$$,
+                  $$VALUES (NULL, 'PROCESSING'), ('PROCESSING', 'SUCCESS')$$,
+                  'the journal records each transition');
+SELECT is_empty($$SELECT * FROM pay_verify()$$, 'ledger and journal agree');
+
+-- Privileges: an application role given pay_grant pays, and nothing more.
+CREATE ROLE tap_app;
+SELECT lives_ok($$SELECT pay_grant('tap_app')$$, 'pay_grant');
+SET LOCAL ROLE tap_app;
+SELECT is(pay_begin('TAP-APP', 1, 'EUR'), 'PROCEED', 'the application pays');
+SELECT is(pay_succeed('TAP-APP'), 'SUCCESS', 'and settles');
+SELECT is((SELECT actor FROM pay_journal WHERE bizno = 'TAP-APP' ORDER BY seq DESC LIMIT 1), 'tap_app',
+          'the journal names the application role, not the owner');
+SELECT throws_ok($$UPDATE pay_ledger SET status = 'INIT' WHERE bizno = 'TAP-APP'$$, '42501', NULL,
+                 'it cannot write the ledger');
+SELECT throws_ok($$INSERT INTO pay_ledger (bizno) VALUES ('TAP-FORGED')$$, '42501', NULL,
+                 'it cannot insert into the ledger');
+SELECT throws_ok($$INSERT INTO pay_journal (bizno, attempt, to_status) VALUES ('TAP-APP', 1, 'FAILED')$$,
+                 '42501', NULL, 'it cannot forge the journal');
+SELECT throws_ok($$ALTER TABLE pay_ledger DISABLE TRIGGER pay_ledger_guard$$, '42501', NULL,
+                 'it cannot switch the guard off');
+SELECT throws_ok($$SET idempotent_pay.retry_failed = manual$$, '42501', NULL,
+                 'it cannot change the retry policy');
+SELECT throws_ok($$SET session_replication_role = replica$$, '42501', NULL,
+                 'it cannot set session_replication_role');
+SELECT throws_ok($$SELECT pay_grant('tap_app')$$, '42501', NULL, 'it cannot grant');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
