@@ -71,6 +71,131 @@ LANGUAGE C;
 COMMENT ON FUNCTION @extschema@.pay_guard() IS
 'Trigger enforcing the payment state machine: pay_guard(status_column, frozen_column...); with no arguments the table is append-only';
 
+-- Guarding tables that already exist (SPEC section 8)
+
+CREATE FUNCTION @extschema@.pay_protect(tbl regclass, status_column name DEFAULT 'status',
+                                        frozen_columns name[] DEFAULT '{}')
+RETURNS void
+AS $$
+DECLARE
+    status_type regtype;
+    column_name name;
+    offending text;
+    offending_found boolean;
+BEGIN
+    IF tbl IS NULL OR status_column IS NULL OR frozen_columns IS NULL THEN
+        RAISE EXCEPTION 'tbl, status_column and frozen_columns must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF (SELECT c.relkind FROM pg_catalog.pg_class AS c WHERE c.oid OPERATOR(pg_catalog.=) tbl)
+       OPERATOR(pg_catalog.<>) ALL (ARRAY['r', 'p']::"char"[]) THEN
+        RAISE EXCEPTION '% is not a table', tbl USING ERRCODE = '42809';
+    END IF;
+
+    -- No row may change between the check of its label and the guard.
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+
+    FOREACH column_name IN ARRAY pg_catalog.array_prepend(status_column, frozen_columns) LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute AS a
+                       WHERE a.attrelid OPERATOR(pg_catalog.=) tbl
+                         AND a.attname OPERATOR(pg_catalog.=) column_name
+                         AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped) THEN
+            RAISE EXCEPTION 'column "%" of relation % does not exist', column_name, tbl
+                USING ERRCODE = '42703';
+        END IF;
+    END LOOP;
+
+    SELECT a.atttypid::regtype INTO status_type
+    FROM pg_catalog.pg_attribute AS a
+    WHERE a.attrelid OPERATOR(pg_catalog.=) tbl AND a.attname OPERATOR(pg_catalog.=) status_column;
+    IF status_type OPERATOR(pg_catalog.<>) ALL (ARRAY['@extschema@.pay_status', 'pg_catalog.text',
+                                                      'pg_catalog.varchar']::regtype[]) THEN
+        RAISE EXCEPTION 'status column "%" of relation % is of type %', status_column, tbl, status_type
+            USING ERRCODE = '42804',
+                  HINT = 'A guarded status column is of type pay_status, text or varchar.';
+    END IF;
+
+    EXECUTE pg_catalog.format(
+        'SELECT %1$I::pg_catalog.text, true FROM %2$s '
+        'WHERE %1$I IS NULL OR %1$I::pg_catalog.text OPERATOR(pg_catalog.<>) ALL '
+        '(ARRAY[''INIT'', ''PROCESSING'', ''SUCCESS'', ''FAILED'']) LIMIT 1',
+        status_column, tbl)
+    INTO offending, offending_found;
+    IF offending_found THEN
+        RAISE EXCEPTION 'invalid payment status % in column "%" of relation %',
+            coalesce(pg_catalog.quote_literal(offending), 'NULL'), status_column, tbl
+            USING ERRCODE = '22P02',
+                  HINT = 'A payment status is INIT, PROCESSING, SUCCESS or FAILED; fix the rows, then protect the table.';
+    END IF;
+
+    -- Protecting again replaces the guard, e.g. with other frozen columns.
+    PERFORM @extschema@.pay_unprotect(tbl);
+    EXECUTE pg_catalog.format(
+        'CREATE TRIGGER pay_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
+        'FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard(%s)',
+        tbl, (SELECT pg_catalog.string_agg(pg_catalog.quote_literal(c), ', ')
+              FROM pg_catalog.unnest(pg_catalog.array_prepend(status_column, frozen_columns)) AS c));
+    EXECUTE pg_catalog.format(
+        'CREATE TRIGGER pay_guard_truncate BEFORE TRUNCATE ON %s '
+        'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard(%L)', tbl, status_column);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER pay_guard', tbl);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER pay_guard_truncate', tbl);
+
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_class AS c
+            JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) c.relowner
+            WHERE c.oid OPERATOR(pg_catalog.=) tbl) THEN
+        RAISE WARNING 'the owner of % can disable its guard', tbl
+            USING DETAIL = 'A table owner may ALTER TABLE ... DISABLE TRIGGER.',
+                  HINT = 'Let a role the application does not use own the table.';
+    END IF;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_protect(regclass, name, name[]) IS
+'Guard an existing table with the payment state machine: transitions, frozen columns, protected rows';
+
+CREATE FUNCTION @extschema@.pay_unprotect(tbl regclass)
+RETURNS void
+AS $$
+DECLARE
+    trigger_name name;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'tbl must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF tbl OPERATOR(pg_catalog.=) ANY (ARRAY['@extschema@.pay_ledger', '@extschema@.pay_journal']::regclass[]) THEN
+        RAISE EXCEPTION 'the guard of % cannot be removed', tbl USING ERRCODE = '42501';
+    END IF;
+    FOR trigger_name IN
+        SELECT t.tgname FROM pg_catalog.pg_trigger AS t
+        WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl
+          AND t.tgname OPERATOR(pg_catalog.=) ANY (ARRAY['pay_guard', 'pay_guard_truncate']::name[])
+    LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trigger_name, tbl);
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_unprotect(regclass) IS
+'Remove the guard pay_protect installed';
+
+CREATE VIEW @extschema@.pay_guards AS
+    SELECT t.tgrelid::pg_catalog.regclass AS table_name,
+           t.tgname AS trigger_name,
+           CASE WHEN t.tgnargs OPERATOR(pg_catalog.>) 0 THEN args[1] END AS status_column,
+           args[2:t.tgnargs] AS frozen_columns,
+           CASE t.tgenabled WHEN 'A' THEN 'always' WHEN 'O' THEN 'origin only'
+                            WHEN 'R' THEN 'replica only' ELSE 'disabled' END AS enabled
+    FROM pg_catalog.pg_trigger AS t,
+         LATERAL (SELECT pg_catalog.string_to_array(
+                      pg_catalog.encode(t.tgargs, 'escape'), '\000') AS args) AS a
+    WHERE t.tgfoid OPERATOR(pg_catalog.=) '@extschema@.pay_guard()'::pg_catalog.regprocedure
+      AND NOT t.tgisinternal;
+
+COMMENT ON VIEW @extschema@.pay_guards IS
+'Every pay_guard trigger and whether it fires always; any other value means a guard was weakened';
+
 -- The ledger and the journal (src/journal.c)
 
 CREATE TABLE @extschema@.pay_ledger (
@@ -347,5 +472,7 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_get(text),
     @extschema@.pay_stuck(interval, integer),
     @extschema@.pay_verify(),
-    @extschema@.pay_grant(regrole)
+    @extschema@.pay_grant(regrole),
+    @extschema@.pay_protect(regclass, name, name[]),
+    @extschema@.pay_unprotect(regclass)
 FROM PUBLIC;

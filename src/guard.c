@@ -152,7 +152,7 @@ StatusOfRow(GuardConfig *config, Relation rel, HeapTuple tuple)
 	Datum		value = heap_getattr(tuple, config->status_attnum,
 									 RelationGetDescr(rel), &isnull);
 	PayStatus	status;
-	char	   *label;
+	text	   *label;
 
 	if (isnull)
 		ereport(ERROR,
@@ -165,14 +165,13 @@ StatusOfRow(GuardConfig *config, Relation rel, HeapTuple tuple)
 	if (config->status_is_enum)
 		return PayStatusFromLabel(config->catalog, DatumGetObjectId(value));
 
-	label = TextDatumGetCString(value);
-	if (!PayStatusFromName(label, &status))
+	label = DatumGetTextPP(value);
+	if (!PayStatusFromText(VARDATA_ANY(label), VARSIZE_ANY_EXHDR(label), &status))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("invalid payment status \"%s\" in %s", label,
+				 errmsg("invalid payment status \"%s\" in %s", text_to_cstring(label),
 						PayRowKeyDescription(rel, tuple)),
 				 errhint("A payment status is INIT, PROCESSING, SUCCESS or FAILED.")));
-	pfree(label);
 	return status;
 }
 

@@ -50,12 +50,16 @@ PayStatusName(PayStatus status)
 	return status_names[status];
 }
 
+/*
+ * The state whose label is the len bytes at label (not NUL-terminated, as
+ * in a text datum); false when it is no label of pay_status.
+ */
 bool
-PayStatusFromName(const char *name, PayStatus *status)
+PayStatusFromText(const char *label, size_t len, PayStatus *status)
 {
 	for (int s = 0; s < PAY_STATUS_COUNT; s++)
 	{
-		if (strcmp(name, status_names[s]) == 0)
+		if (strlen(status_names[s]) == len && memcmp(label, status_names[s], len) == 0)
 		{
 			*status = (PayStatus) s;
 			return true;

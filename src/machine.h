@@ -50,7 +50,7 @@ typedef enum PayVerdict
 	((status) == PAY_PROCESSING || (status) == PAY_SUCCESS)
 
 extern const char *PayStatusName(PayStatus status);
-extern bool PayStatusFromName(const char *name, PayStatus *status);
+extern bool PayStatusFromText(const char *label, size_t len, PayStatus *status);
 extern PayVerdict PayTransitionVerdict(int from, PayStatus to);
 extern const char *PayTransitionReason(int from, PayStatus to);
 extern void PayRaiseIllegalTransition(Relation rel, const char *key,

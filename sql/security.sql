@@ -1,0 +1,75 @@
+-- The security model, tried as an attacker would: an application role
+-- given pay_grant, and a role that plants look-alike functions and operators.
+\set SHOW_CONTEXT never
+
+CREATE ROLE regress_app;
+SELECT pay_grant('regress_app');
+CREATE TABLE accounts (id integer PRIMARY KEY, status text NOT NULL, amount numeric);
+INSERT INTO accounts VALUES (1, 'SUCCESS', 10), (2, 'INIT', 20);
+SELECT pay_protect('accounts', 'status', '{amount}');
+GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON accounts TO regress_app;
+
+SET ROLE regress_app;
+-- It pays, and the journal names it.
+SELECT pay_begin('SEC-1', 5, 'EUR'), pay_succeed('SEC-1');
+SELECT actor FROM pay_journal WHERE bizno = 'SEC-1' ORDER BY seq DESC LIMIT 1;
+-- It may write its own table, within the rules.
+UPDATE accounts SET status = 'PROCESSING' WHERE id = 2;
+SELECT outcome($$UPDATE accounts SET status = 'INIT' WHERE id = 1 RETURNING status$$) AS illegal_step,
+       outcome($$TRUNCATE accounts$$) AS truncate_table;
+-- Everything else it is refused, 42501 each.
+SELECT outcome($$UPDATE pay_ledger SET status = 'INIT' WHERE bizno = 'SEC-1' RETURNING status$$) AS write_ledger,
+       outcome($$INSERT INTO pay_ledger (bizno) VALUES ('SEC-X') RETURNING bizno$$) AS insert_ledger,
+       outcome($$DELETE FROM pay_ledger RETURNING bizno$$) AS delete_ledger,
+       outcome($$INSERT INTO pay_journal (bizno, attempt, to_status) VALUES ('SEC-1', 1, 'FAILED') RETURNING seq$$) AS forge_journal,
+       outcome($$UPDATE pay_journal SET note = 'x' RETURNING seq$$) AS rewrite_journal;
+SELECT outcome($$ALTER TABLE accounts DISABLE TRIGGER pay_guard$$) AS disable_guard,
+       outcome($$ALTER TABLE accounts DISABLE TRIGGER ALL$$) AS disable_all,
+       outcome($$DROP TRIGGER pay_guard ON accounts$$) AS drop_guard,
+       outcome($$ALTER TABLE pay_ledger DISABLE TRIGGER pay_ledger_guard$$) AS disable_ledger_guard,
+       outcome($$SELECT pay_unprotect('accounts')$$) AS unprotect,
+       outcome($$SELECT pay_protect('accounts', 'status')$$) AS reprotect;
+SELECT outcome($$SET session_replication_role = replica$$) AS replica_role,
+       outcome($$SET idempotent_pay.node_id = 7$$) AS node_id,
+       outcome($$SET idempotent_pay.retry_failed = manual$$) AS retry_policy,
+       outcome($$SELECT pay_grant('regress_app')$$) AS grant_itself,
+       outcome($$SELECT pay_verify()$$) AS verify;
+RESET ROLE;
+SELECT status FROM accounts WHERE id = 1;
+SELECT * FROM pay_guards WHERE table_name = 'accounts'::regclass AND enabled <> 'always';
+
+-- A role owning a schema before pg_catalog on its search_path plants
+-- look-alikes of now(), lower(), coalesce-like helpers and = for text.
+CREATE ROLE regress_attacker;
+SELECT pay_grant('regress_attacker');
+CREATE SCHEMA evil AUTHORIZATION regress_attacker;
+SET ROLE regress_attacker;
+CREATE FUNCTION evil.now() RETURNS timestamptz LANGUAGE sql AS $$ SELECT '2000-01-01'::timestamptz $$;
+CREATE FUNCTION evil.lower(text) RETURNS text LANGUAGE sql AS $$ SELECT 'hijacked' $$;
+CREATE FUNCTION evil.text_eq_always(text, text) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.text_eq_always);
+CREATE FUNCTION evil.status_eq_always(anyenum, anyenum) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+CREATE OPERATOR evil.= (LEFTARG = anyenum, RIGHTARG = anyenum, FUNCTION = evil.status_eq_always);
+SET search_path = evil, pg_catalog, public;
+SELECT 'a' = 'b' AS planted_equality_works;
+-- With = always true, a hijacked lookup would find SEC-1 for every key.
+SELECT pay_begin('HIJACK-1') AS first_key, pay_begin('HIJACK-2') AS second_key;
+SELECT pay_succeed('HIJACK-1');
+SELECT pay_begin('HIJACK-2') AS second_key_again;
+SELECT (pay_get('HIJACK-2')).status AS hijack_2_status, (pay_get('HIJACK-2')).bizno AS hijack_2_bizno;
+SELECT count(*) AS stuck_rows_named_hijack_1 FROM pay_stuck('0 seconds', 1000) AS s
+WHERE s.bizno OPERATOR(pg_catalog.=) 'HIJACK-1';
+SELECT pg_catalog.count(*) AS journal_rows_from_2000 FROM pay_journal AS j
+WHERE j.at OPERATOR(pg_catalog.<) '2020-01-01'::timestamptz;
+SELECT pay_open('EVIL', 'ORDER-1', 1) OPERATOR(pg_catalog.=) pay_open('EVIL', 'ORDER-1', 1) AS same_bizno,
+       pay_open('EVIL', 'ORDER-2', 1) OPERATOR(pg_catalog.<>) pay_open('EVIL', 'ORDER-1', 1) AS distinct_bizno;
+RESET search_path;
+RESET ROLE;
+SELECT * FROM pay_verify();
+
+SET client_min_messages = warning;
+DROP SCHEMA evil CASCADE;
+DROP TABLE accounts;
+DROP OWNED BY regress_app, regress_attacker;
+DROP ROLE regress_app;
+DROP ROLE regress_attacker;
