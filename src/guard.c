@@ -208,7 +208,7 @@ CheckFrozenColumns(GuardConfig *config, Relation rel, HeapTuple oldtuple,
 
 		RaiseGuardRefusal(rel, "pay_frozen_column",
 						  psprintf("column \"%s\" is frozen", NameStr(attr->attname)),
-						  psprintf("%s is %s: \"%s\" may not change until it is settled or reset.",
+						  psprintf("%s is %s: \"%s\" is frozen while PROCESSING or SUCCESS.",
 								   PayRowKeyDescription(rel, oldtuple),
 								   PayStatusName(status), NameStr(attr->attname)));
 	}
