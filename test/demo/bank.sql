@@ -1,0 +1,50 @@
+-- The simulated bank of the half-open-network demo, in a schema of its own.
+-- charge() books a charge and returns its id, or NULL when it declines: it
+-- declines a share of first requests for a reference, and every request
+-- for a reference that query_and_close() has closed.  query_and_close() is
+-- what a reconciler asks: the charge booked for a reference, if any, and
+-- from then on the reference takes no more charges -- so a request still in
+-- flight can never be charged after the payment was marked FAILED.
+
+DROP SCHEMA IF EXISTS bank CASCADE;
+CREATE SCHEMA bank;
+
+CREATE TABLE bank.requests (ref text NOT NULL);
+CREATE INDEX ON bank.requests (ref);
+CREATE TABLE bank.closed (ref text PRIMARY KEY);
+CREATE TABLE bank.charges (
+    id      bigserial PRIMARY KEY,
+    ref     text NOT NULL,
+    amount  numeric NOT NULL,
+    at      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX ON bank.charges (ref);
+
+CREATE FUNCTION bank.charge(p_ref text, p_amount numeric, p_decline_rate float8)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    first_request boolean;
+    charge_id bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext(p_ref));
+    IF EXISTS (SELECT FROM bank.closed WHERE ref = p_ref) THEN
+        RETURN NULL;
+    END IF;
+    first_request := NOT EXISTS (SELECT FROM bank.requests WHERE ref = p_ref);
+    INSERT INTO bank.requests VALUES (p_ref);
+    IF first_request AND random() < p_decline_rate THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO bank.charges (ref, amount) VALUES (p_ref, p_amount) RETURNING id INTO charge_id;
+    RETURN charge_id;
+END
+$$;
+
+CREATE FUNCTION bank.query_and_close(p_ref text)
+RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext(p_ref));
+    INSERT INTO bank.closed VALUES (p_ref) ON CONFLICT DO NOTHING;
+    RETURN (SELECT min(id) FROM bank.charges WHERE ref = p_ref);
+END
+$$;
