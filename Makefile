@@ -19,7 +19,7 @@ OBJS = \
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-REGRESS = setup bizno machine ledger half_open protect security
+REGRESS = setup bizno machine ledger half_open protect security fuzz
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open

@@ -1,0 +1,111 @@
+/*
+ * bizno_fuzz.c
+ *	  libFuzzer harness for the pure-C bizNo code (src/bizno_format.c).
+ *
+ * Every input is parsed and validated as it comes: that must never crash,
+ * and a VALID answer must describe a well-formed key.  Inputs of 16 bytes or
+ * more also steer the generator: the bizNo formatted from their bytes must
+ * parse back to exactly its parts, and one substitution or one adjacent
+ * transposition chosen by the input must be caught by the check character.
+ * A violated property aborts, which libFuzzer reports as a crash.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bizno_format.h"
+
+static const char key_alphabet[] =
+"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-.:_";
+
+int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void
+require(int condition)
+{
+	if (!condition)
+		abort();
+}
+
+static uint64_t
+read_u64(const uint8_t *data)
+{
+	uint64_t	value = 0;
+
+	for (int i = 0; i < 8; i++)
+		value = value << 8 | data[i];
+	return value;
+}
+
+static void
+check_arbitrary_input(const char *s, size_t size)
+{
+	BiznoParts	parts;
+	char		expected_check = 0;
+	BiznoParseResult result = bizno_parse(s, size, &parts, &expected_check);
+
+	(void) bizno_looks_generated(s, size);
+	if (result == BIZNO_VALID)
+	{
+		require(bizno_key_is_valid(s, size));
+		require(bizno_looks_generated(s, size));
+		require(bizno_prefix_is_valid(parts.prefix, parts.prefix_len));
+		require(bizno_biz_id_is_valid(parts.biz_id, parts.biz_id_len));
+		require(parts.node_id >= 0 && parts.node_id <= BIZNO_NODE_ID_MAX);
+		require(parts.issued_ms >= 0 && parts.issued_ms < BIZNO_MS_LIMIT);
+	}
+}
+
+static void
+check_generated(const uint8_t *data, size_t size)
+{
+	char		prefix[BIZNO_PREFIX_MAX_LEN];
+	char		biz_id[BIZNO_BIZ_ID_MAX_LEN];
+	size_t		prefix_len = 1 + data[0] % BIZNO_PREFIX_MAX_LEN;
+	size_t		biz_id_len = 1 + data[1] % BIZNO_BIZ_ID_MAX_LEN;
+	int64_t		issued_ms = (int64_t) (read_u64(data + 2) % (uint64_t) BIZNO_MS_LIMIT);
+	int			node_id = (data[10] << 8 | data[11]) % (BIZNO_NODE_ID_MAX + 1);
+	uint64_t	unique = read_u64(data + 8) >> 1;
+	char		bizno[BIZNO_MAX_LEN + 1];
+	char		mutant[BIZNO_MAX_LEN + 1];
+	size_t		len;
+	BiznoParts	parts;
+	char		expected_check;
+	size_t		position;
+
+	for (size_t i = 0; i < prefix_len; i++)
+		prefix[i] = key_alphabet[data[(12 + i) % size] % 36];
+	for (size_t i = 0; i < biz_id_len; i++)
+		biz_id[i] = key_alphabet[data[(13 + i) % size] % 66];
+
+	len = bizno_format(bizno, prefix, prefix_len, biz_id, biz_id_len, issued_ms, node_id, &unique);
+	require(len == strlen(bizno) && len <= BIZNO_MAX_LEN);
+	require(bizno_parse(bizno, len, &parts, &expected_check) == BIZNO_VALID);
+	require(parts.prefix_len == prefix_len && memcmp(parts.prefix, prefix, prefix_len) == 0);
+	require(parts.biz_id_len == biz_id_len && memcmp(parts.biz_id, biz_id, biz_id_len) == 0);
+	require(parts.issued_ms == issued_ms && parts.node_id == node_id);
+
+	/* one substitution */
+	position = data[14] % len;
+	memcpy(mutant, bizno, len + 1);
+	mutant[position] = key_alphabet[data[15] % 66];
+	if (mutant[position] != bizno[position])
+		require(bizno_parse(mutant, len, &parts, &expected_check) != BIZNO_VALID);
+
+	/* one adjacent transposition */
+	position = data[13] % (len - 1);
+	memcpy(mutant, bizno, len + 1);
+	mutant[position] = bizno[position + 1];
+	mutant[position + 1] = bizno[position];
+	if (mutant[position] != bizno[position])
+		require(bizno_parse(mutant, len, &parts, &expected_check) != BIZNO_VALID);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	check_arbitrary_input((const char *) data, size);
+	if (size >= 16)
+		check_generated(data, size);
+	return 0;
+}
