@@ -15,14 +15,15 @@ OBJS = \
 	src/machine.o \
 	src/guard.o \
 	src/journal.o \
-	src/ledger.o
+	src/ledger.o \
+	src/stats.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-REGRESS = setup bizno machine ledger half_open protect security fuzz
+REGRESS = setup bizno machine ledger half_open protect security fuzz reconcile upgrade
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
-ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open
+ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers

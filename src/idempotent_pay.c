@@ -7,16 +7,22 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
 #include "utils/guc.h"
 
 #include "bizno_format.h"
 #include "idempotent_pay.h"
+#include "stats.h"
 
 PG_MODULE_MAGIC;
 
 int			pay_node_id = 0;
 int			pay_retry_failed = PAY_RETRY_AUTO;
+int			pay_stuck_after_ms = 5 * 60 * 1000;
+char	   *pay_notify_channel = NULL;
+char	   *pay_journal_note = NULL;
 
 static const struct config_enum_entry retry_failed_options[] = {
 	{"auto", PAY_RETRY_AUTO, false},
@@ -56,5 +62,38 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomIntVariable("idempotent_pay.stuck_after",
+							"How long a payment may be PROCESSING before pay_stats counts it as stuck.",
+							NULL,
+							&pay_stuck_after_ms,
+							5 * 60 * 1000, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	/*
+	 * Superuser-only: the channel is the operators' contract with the
+	 * workers that LISTEN on it.
+	 */
+	DefineCustomStringVariable("idempotent_pay.notify_channel",
+							   "NOTIFY channel for committed payment transitions; empty for none.",
+							   "Each transition sends {\"bizno\", \"from\", \"to\", \"attempt\"} as JSON.",
+							   &pay_notify_channel,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("idempotent_pay.journal_note",
+							   "Note written to the journal rows of transitions that come without one.",
+							   "For example SET LOCAL idempotent_pay.journal_note = 'ticket 4711' before a manual fix.",
+							   &pay_journal_note,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("idempotent_pay");
+
+	PayStatsRequestShmem();
 }

@@ -21,6 +21,15 @@ typedef enum PayRetryFailed
 } PayRetryFailed;
 extern int	pay_retry_failed;
 
+/* idempotent_pay.stuck_after: when pay_stats counts a PROCESSING row as stuck */
+extern int	pay_stuck_after_ms;
+
+/* idempotent_pay.notify_channel: where committed transitions are announced */
+extern char *pay_notify_channel;
+
+/* idempotent_pay.journal_note: a note for journal rows that carry none */
+extern char *pay_journal_note;
+
 /* src/bizno.c */
 extern void BiznoCheckKey(text *key);
 extern void BiznoCheckParts(text *prefix, text *biz_id);

@@ -13,6 +13,10 @@
  * change, whoever wrote the ledger row -- the API or a raw statement -- so
  * the latest journal entry of a bizNo always names its status.
  *
+ * When idempotent_pay.notify_channel is set, every transition is also
+ * announced with NOTIFY, which PostgreSQL delivers at commit, so listeners
+ * hear only of transitions that happened.
+ *
  * Neither fires under session_replication_role = replica: a replica or a
  * restore receives the derived columns and the journal as they were.
  *
@@ -23,6 +27,7 @@
 #include "access/htup_details.h"
 #include "access/transam.h"
 #include "access/xact.h"
+#include "commands/async.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -308,6 +313,21 @@ JournalInsertPlan(const PayCatalog *catalog)
 }
 
 /*
+ * NOTIFY the transition as JSON.  Keys hold only [A-Za-z0-9_.:-], so they
+ * need no escaping.
+ */
+static void
+NotifyTransition(const char *bizno, int from, PayStatus to, int32 attempt)
+{
+	char	   *from_json = from == PAY_NEW_ROW ? "null" :
+		psprintf("\"%s\"", PayStatusName(from));
+
+	Async_Notify(pay_notify_channel,
+				 psprintf("{\"bizno\": \"%s\", \"from\": %s, \"to\": \"%s\", \"attempt\": %d}",
+						  bizno, from_json, PayStatusName(to), attempt));
+}
+
+/*
  * pay_ledger_journal() returns trigger
  */
 Datum
@@ -328,6 +348,8 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 
 	if (is_update)
 		from = LedgerStatus(cols, rel, trigdata->tg_trigtuple);
+	if (note == NULL && pay_journal_note != NULL && pay_journal_note[0] != '\0')
+		note = pay_journal_note;
 	if (note == NULL && from == to)
 		note = "amount or currency changed";
 
@@ -351,6 +373,10 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "journal insert failed: %s", SPI_result_code_string(ret));
 	SPI_finish();
+
+	if (from != to && pay_notify_channel != NULL && pay_notify_channel[0] != '\0')
+		NotifyTransition(TextDatumGetCString(values[0]), from, to,
+						 DatumGetInt32(values[1]));
 
 	return PointerGetDatum(NULL);
 }

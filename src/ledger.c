@@ -27,6 +27,7 @@
 #include "idempotent_pay.h"
 #include "journal.h"
 #include "machine.h"
+#include "stats.h"
 
 /* The saved plans of this file, in the order of plan_queries. */
 typedef enum LedgerPlan
@@ -440,6 +441,7 @@ pay_begin(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 
+	PayStatsCountAnswer(action);
 	PG_RETURN_DATUM(PayActionGetDatum(catalog, action));
 }
 

@@ -1,0 +1,83 @@
+-- The upgrade path: install 1.0, pay with it, ALTER EXTENSION ... UPDATE,
+-- and find the old payments, the guards and the new functions working;
+-- then compare the upgraded extension with a fresh 1.1 install.
+
+-- Every object of the extension with its definition, as one digest.
+SELECT $query$
+    SELECT md5(string_agg(description, E'\n' ORDER BY description)) AS digest,
+           count(*) AS objects
+    FROM (
+        SELECT pg_describe_object(d.classid, d.objid, 0) || ' ' ||
+               CASE d.classid
+                   WHEN 'pg_proc'::regclass THEN
+                       pg_get_functiondef(d.objid) || coalesce((SELECT proacl::text FROM pg_proc WHERE oid = d.objid), '')
+                   WHEN 'pg_class'::regclass THEN
+                       coalesce(pg_get_viewdef(d.objid), '') ||
+                       coalesce((SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' ' ||
+                                                   a.attnotnull || ' ' || coalesce(pg_get_expr(ad.adbin, ad.adrelid), ''),
+                                                   ', ' ORDER BY a.attnum)
+                                 FROM pg_attribute AS a
+                                 LEFT JOIN pg_attrdef AS ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+                                 WHERE a.attrelid = d.objid AND a.attnum > 0 AND NOT a.attisdropped), '') ||
+                       coalesce((SELECT relacl::text FROM pg_class WHERE oid = d.objid), '') ||
+                       coalesce((SELECT string_agg(pg_get_constraintdef(c.oid), ', ' ORDER BY c.conname)
+                                 FROM pg_constraint AS c WHERE c.conrelid = d.objid), '') ||
+                       coalesce((SELECT string_agg(pg_get_indexdef(i.indexrelid), ', ' ORDER BY i.indexrelid::regclass::text)
+                                 FROM pg_index AS i WHERE i.indrelid = d.objid), '') ||
+                       coalesce((SELECT string_agg(pg_get_triggerdef(t.oid) || ' ' || t.tgenabled::text, ', ' ORDER BY t.tgname)
+                                 FROM pg_trigger AS t WHERE t.tgrelid = d.objid), '')
+                   WHEN 'pg_type'::regclass THEN
+                       coalesce((SELECT string_agg(enumlabel, ',' ORDER BY enumsortorder)
+                                 FROM pg_enum WHERE enumtypid = d.objid), '')
+                   ELSE ''
+               END || ' ' || coalesce(obj_description(d.objid, (SELECT relname FROM pg_class WHERE oid = d.classid)), '')
+               AS description
+        FROM pg_depend AS d
+        JOIN pg_extension AS e ON e.oid = d.refobjid
+        WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'idempotent_pay'
+    ) AS members
+$query$ AS describe_extension \gset
+
+CREATE DATABASE regress_upgraded;
+CREATE DATABASE regress_fresh;
+
+\c regress_upgraded
+CREATE EXTENSION idempotent_pay VERSION '1.0';
+SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
+SELECT pay_begin('UP-1', 10, 'EUR'), pay_succeed('UP-1', 'BANK-1');
+SELECT pay_begin('UP-2', 20, 'EUR');
+SELECT pay_begin('UP-3'), pay_fail('UP-3', 'declined');
+CREATE TABLE orders (id integer PRIMARY KEY, status text NOT NULL);
+INSERT INTO orders VALUES (1, 'SUCCESS'), (2, 'PROCESSING');
+SELECT pay_protect('orders');
+SELECT to_regprocedure('pay_reconcile(regclass, boolean, timestamptz)') IS NULL AS no_reconcile_in_1_0;
+
+ALTER EXTENSION idempotent_pay UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
+
+-- The old payments answer as before.
+SELECT bizno, status, attempt, amount FROM pay_ledger ORDER BY bizno;
+SELECT pay_begin('UP-1') AS up_1, pay_begin('UP-2') AS up_2, pay_begin('UP-3') AS up_3;
+-- The guards hold, on the ledger and on the user's table.
+UPDATE pay_ledger SET status = 'INIT' WHERE bizno = 'UP-1';
+UPDATE orders SET status = 'INIT' WHERE id = 1;
+UPDATE orders SET status = 'SUCCESS' WHERE id = 2;
+-- The new functions work on the old data.
+SELECT status, payments, resets FROM pay_stats;
+CREATE TABLE statement (bizno text, amount numeric, currency text, status text, channel_ref text);
+INSERT INTO statement VALUES ('UP-1', 10, 'EUR', 'SUCCESS', 'BANK-1'), ('UP-2', 20, 'EUR', 'SUCCESS', 'BANK-2');
+SELECT kind, bizno, detail FROM pay_reconcile('statement', settle => true);
+SELECT * FROM pay_verify();
+:describe_extension \gset upgraded_
+
+\c regress_fresh
+CREATE EXTENSION idempotent_pay;
+SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
+:describe_extension \gset fresh_
+
+SELECT :upgraded_objects AS objects, :upgraded_objects = :fresh_objects AS same_count,
+       :'upgraded_digest' = :'fresh_digest' AS same_definitions;
+
+\c contrib_regression
+DROP DATABASE regress_upgraded;
+DROP DATABASE regress_fresh;
