@@ -1,0 +1,22 @@
+-- The bare SQL floor: the same ledger and journal tables and rows, written
+-- by plain statements with no checks and no triggers.
+
+CREATE SCHEMA floor_pay;
+
+CREATE TABLE floor_pay.ledger (
+    bizno text PRIMARY KEY, prefix text, biz_id text,
+    status pay_status NOT NULL DEFAULT 'INIT',
+    amount numeric, currency text,
+    attempt integer NOT NULL DEFAULT 0, channel_ref text, last_error text,
+    created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now(),
+    processing_since timestamptz,
+    UNIQUE (prefix, biz_id)
+) WITH (fillfactor = 90);
+
+CREATE TABLE floor_pay.journal (
+    seq bigserial PRIMARY KEY, bizno text NOT NULL, attempt integer NOT NULL,
+    from_status pay_status, to_status pay_status NOT NULL, amount numeric, currency text,
+    at timestamptz NOT NULL DEFAULT now(), txid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    actor text NOT NULL DEFAULT CURRENT_USER, note text
+);
+CREATE INDEX ON floor_pay.journal (bizno, seq);
