@@ -63,6 +63,16 @@ LookupLabel(Oid type, const char *label)
 	return oid;
 }
 
+static AttrNumber
+LookupColumn(Oid relid, const char *column)
+{
+	AttrNumber	attnum = get_attnum(relid, column);
+
+	if (attnum == InvalidAttrNumber)
+		elog(ERROR, "column %s of pay_ledger is missing", column);
+	return attnum;
+}
+
 /*
  * The catalog of the extension whose function fcinfo calls.
  */
@@ -105,6 +115,10 @@ PayCatalogGet(FunctionCallInfo fcinfo)
 	catalog.ledger = get_relname_relid("pay_ledger", namespace);
 	if (!OidIsValid(catalog.ledger))
 		elog(ERROR, "table pay_ledger of idempotent_pay is missing");
+	catalog.ledger_status = LookupColumn(catalog.ledger, "status");
+	catalog.ledger_amount = LookupColumn(catalog.ledger, "amount");
+	catalog.ledger_currency = LookupColumn(catalog.ledger, "currency");
+	catalog.ledger_attempt = LookupColumn(catalog.ledger, "attempt");
 
 	catalog_valid = true;
 	return &catalog;

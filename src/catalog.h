@@ -24,6 +24,11 @@ typedef struct PayCatalog
 	Oid			action_type;	/* pay_action */
 	Oid			action_labels[PAY_ACTION_COUNT];
 	Oid			ledger;			/* pay_ledger */
+	/* columns of pay_ledger that the API reads by direct index probe */
+	AttrNumber	ledger_status;
+	AttrNumber	ledger_amount;
+	AttrNumber	ledger_currency;
+	AttrNumber	ledger_attempt;
 } PayCatalog;
 
 extern const PayCatalog *PayCatalogGet(FunctionCallInfo fcinfo);

@@ -9,18 +9,31 @@
  * is taken on the row as re-read under FOR UPDATE; decisions that do not
  * write (ALREADY_SUCCEEDED, IN_PROGRESS) are taken on a plain read, because
  * SUCCESS never changes and a PROCESSING row answered IN_PROGRESS is never
- * charged.  The ledger's triggers (guard.c, journal.c) enforce the state
+ * charged.  The plain read is a direct probe of the primary key with the
+ * snapshot a statement would take: it is the whole duplicate-retry path,
+ * and the first step of every new payment.  The ledger's triggers (guard.c, journal.c) enforce the state
  * machine and write the journal for these writes as for any other.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/relation.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/numeric.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "bizno_format.h"
 #include "catalog.h"
@@ -32,7 +45,6 @@
 /* The saved plans of this file, in the order of plan_queries. */
 typedef enum LedgerPlan
 {
-	PLAN_READ,
 	PLAN_LOCK,
 	PLAN_INSERT,
 	PLAN_SET_STATUS,
@@ -45,8 +57,6 @@ typedef enum LedgerPlan
 /* %1$s is the quoted schema; = is pinned to pg_catalog. */
 #define EQ "OPERATOR(pg_catalog.=)"
 static const char *const plan_queries[PLAN_COUNT] = {
-	[PLAN_READ] =
-	"SELECT status, amount, currency, attempt FROM %1$s.pay_ledger WHERE bizno " EQ " $1",
 	[PLAN_LOCK] =
 	"SELECT status, amount, currency, attempt FROM %1$s.pay_ledger WHERE bizno " EQ " $1 FOR UPDATE",
 	[PLAN_INSERT] =
@@ -69,7 +79,7 @@ static SPIPlanPtr plans[PLAN_COUNT];
 /* the pay_status the plans were made for: new after CREATE EXTENSION */
 static Oid	plans_status_type = InvalidOid;
 
-/* A ledger row as the API reads it; values live in SPI memory. */
+/* A ledger row as the API reads it; SPI reads live in SPI memory. */
 typedef struct LedgerRow
 {
 	PayStatus	status;
@@ -106,7 +116,6 @@ PreparePlans(const PayCatalog *catalog)
 {
 	Oid			status = catalog->status_type;
 	Oid			argtypes[PLAN_COUNT][6] = {
-		[PLAN_READ] = {TEXTOID},
 		[PLAN_LOCK] = {TEXTOID},
 		[PLAN_INSERT] = {TEXTOID, status, NUMERICOID, TEXTOID},
 		[PLAN_SET_STATUS] = {TEXTOID, status},
@@ -115,7 +124,7 @@ PreparePlans(const PayCatalog *catalog)
 		[PLAN_FIND_ORDER] = {TEXTOID, TEXTOID},
 	};
 	static const int nargs[PLAN_COUNT] = {
-		[PLAN_READ] = 1,[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_SET_STATUS] = 2,
+		[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_SET_STATUS] = 2,
 		[PLAN_SETTLE] = 6,[PLAN_SET_AMOUNT] = 3,[PLAN_FIND_ORDER] = 2,
 	};
 
@@ -173,6 +182,55 @@ static bool
 ReadRowByKey(const PayCatalog *catalog, LedgerPlan plan, Datum bizno, LedgerRow *row)
 {
 	return ReadRow(catalog, plan, &bizno, row);
+}
+
+/*
+ * The plain read of the row of bizno: a probe of the primary key under the
+ * snapshot a new statement would take (a fresh one in READ COMMITTED, the
+ * transaction's otherwise), with the predicate locks of SERIALIZABLE taken
+ * by the index and heap access methods.  false when there is no row.
+ */
+static bool
+ProbeRow(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
+{
+	Relation	ledger = table_open(catalog->ledger, AccessShareLock);
+	Relation	pkey = index_open(RelationGetPrimaryKeyIndex(ledger), AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(ledger, NULL);
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	ScanKeyData key;
+	bool		found;
+
+	/* see this transaction's own earlier writes, as a statement would */
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+
+	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   pkey->rd_indcollation[0], F_TEXTEQ, bizno);
+	scan = index_beginscan(ledger, pkey, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+	{
+		bool		isnull;
+
+		row->status = PayStatusFromLabel(catalog,
+										 DatumGetObjectId(slot_getattr(slot, catalog->ledger_status,
+																	   &isnull)));
+		row->amount = slot_getattr(slot, catalog->ledger_amount, &row->amount_null);
+		if (!row->amount_null)
+			row->amount = datumCopy(row->amount, false, -1);
+		row->currency = slot_getattr(slot, catalog->ledger_currency, &row->currency_null);
+		if (!row->currency_null)
+			row->currency = datumCopy(row->currency, false, -1);
+		row->attempt = DatumGetInt32(slot_getattr(slot, catalog->ledger_attempt, &isnull));
+	}
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(pkey, AccessShareLock);
+	table_close(ledger, AccessShareLock);
+	return found;
 }
 
 static void
@@ -420,14 +478,14 @@ pay_begin(PG_FUNCTION_ARGS)
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (!ReadRowByKey(catalog, PLAN_READ, bizno, &row))
+		if (!ProbeRow(catalog, bizno, &row))
 		{
 			if (InsertRow(catalog, bizno, PAY_PROCESSING, &amount))
 			{
 				action = PAY_PROCEED;
 				break;
 			}
-			if (!ReadRowByKey(catalog, PLAN_READ, bizno, &row))
+			if (!ProbeRow(catalog, bizno, &row))
 			{
 				RaiseIfOrderTaken(catalog, bizno);
 				continue;
@@ -489,7 +547,7 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 		if (settled == 1)
 			break;
 
-		if (!ReadRowByKey(catalog, PLAN_READ, bizno, &row))
+		if (!ProbeRow(catalog, bizno, &row))
 			RaiseUnknownPayment(bizno);
 		if (!PG_ARGISNULL(2) && row.attempt != PG_GETARG_INT32(2))
 			ereport(ERROR,
