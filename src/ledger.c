@@ -11,8 +11,9 @@
  * SUCCESS never changes and a PROCESSING row answered IN_PROGRESS is never
  * charged.  The plain read is a direct probe of the primary key with the
  * snapshot a statement would take: it is the whole duplicate-retry path,
- * and the first step of every new payment.  The ledger's triggers (guard.c, journal.c) enforce the state
- * machine and write the journal for these writes as for any other.
+ * and the first step of every new payment.  The ledger's triggers (guard.c,
+ * journal.c) enforce the state machine and write the journal for these
+ * writes as for any other.
  *
  *-------------------------------------------------------------------------
  */
@@ -100,7 +101,6 @@ typedef struct PaymentAmount
 	Datum		currency;
 } PaymentAmount;
 
-
 PG_FUNCTION_INFO_V1(pay_open);
 PG_FUNCTION_INFO_V1(pay_begin);
 PG_FUNCTION_INFO_V1(pay_succeed);
@@ -155,7 +155,10 @@ RunPlan(LedgerPlan plan, Datum *values, const char *nulls)
 	return SPI_processed;
 }
 
-/* Read the row of bizno (plainly, or locked); false when there is none. */
+/*
+ * Read a row through a plan: the row of a bizNo locked (PLAN_LOCK), or the
+ * row of a business action (PLAN_FIND_ORDER); false when there is none.
+ */
 static bool
 ReadRow(const PayCatalog *catalog, LedgerPlan plan, Datum *args, LedgerRow *row)
 {
@@ -179,9 +182,9 @@ ReadRow(const PayCatalog *catalog, LedgerPlan plan, Datum *args, LedgerRow *row)
 }
 
 static bool
-ReadRowByKey(const PayCatalog *catalog, LedgerPlan plan, Datum bizno, LedgerRow *row)
+LockRow(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 {
-	return ReadRow(catalog, plan, &bizno, row);
+	return ReadRow(catalog, PLAN_LOCK, &bizno, row);
 }
 
 /*
@@ -492,7 +495,7 @@ pay_begin(PG_FUNCTION_ARGS)
 			}
 		}
 		if ((row.status == PAY_INIT || row.status == PAY_FAILED) &&
-			!ReadRowByKey(catalog, PLAN_LOCK, bizno, &row))
+			!LockRow(catalog, bizno, &row))
 			continue;			/* deleted meanwhile */
 		action = DecideBegin(catalog, bizno, &row, &amount);
 		break;
@@ -597,7 +600,7 @@ GuardedTransition(FunctionCallInfo fcinfo, Datum bizno, PayStatus target,
 
 	SPI_connect();
 	PreparePlans(catalog);
-	if (!ReadRowByKey(catalog, PLAN_LOCK, bizno, &row))
+	if (!LockRow(catalog, bizno, &row))
 		RaiseUnknownPayment(bizno);
 	switch (PayTransitionVerdict(row.status, target))
 	{
@@ -678,7 +681,7 @@ pay_open(PG_FUNCTION_ARGS)
 			bizno = SPI_datumTransfer(row.bizno, false, -1);
 			if (AmountDiffers(&row, &amount))
 			{
-				if (!ReadRowByKey(catalog, PLAN_LOCK, bizno, &row))
+				if (!LockRow(catalog, bizno, &row))
 					continue;	/* deleted meanwhile */
 				ApplyAmount(catalog, bizno, &row, &amount);
 			}

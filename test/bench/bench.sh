@@ -15,8 +15,10 @@ export PGOPTIONS="-c synchronous_commit=off"
 
 sql() { psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
 
-# Transactions per second of one pgbench script, excluding connection time.
+# Transactions per second of one pgbench script, excluding connection time,
+# each run from the same start: vacuumed, analyzed, checkpointed.
 tps() {
+	sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
 	pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$RUN_SECONDS" -f "$HERE/$1" "$DB" 2>/dev/null |
 		awk '/^tps = / { print $3; exit }'
 }
