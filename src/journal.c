@@ -11,7 +11,11 @@
  * pay_ledger_journal() (AFTER INSERT, and AFTER UPDATE of status, amount
  * or currency) appends one journal row per transition and per amount
  * change, whoever wrote the ledger row -- the API or a raw statement -- so
- * the latest journal entry of a bizNo always names its status.
+ * the latest journal entry of a bizNo always names its status.  It inserts
+ * into the heap and every index of pay_journal directly, as logical
+ * replication's apply does, without planning a statement per row: the
+ * journal is the extension's own table, with no INSERT triggers, and every
+ * column is filled here.
  *
  * When idempotent_pay.notify_channel is set, every transition is also
  * announced with NOTIFY, which PostgreSQL delivers at commit, so listeners
@@ -25,16 +29,20 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "commands/async.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
-#include "executor/spi.h"
+#include "commands/sequence.h"
+#include "executor/executor.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
@@ -66,9 +74,37 @@ typedef struct LedgerColumns
 static const char *journal_note = NULL;
 static bool xact_callback_registered = false;
 
-/* The saved INSERT into pay_journal, for the pay_status it was planned with. */
-static SPIPlanPtr journal_insert = NULL;
-static Oid	journal_insert_status_type = InvalidOid;
+/* Where journal rows go: pay_journal's columns, found once per backend. */
+typedef enum JournalColumn
+{
+	JOURNAL_SEQ,
+	JOURNAL_BIZNO,
+	JOURNAL_ATTEMPT,
+	JOURNAL_FROM,
+	JOURNAL_TO,
+	JOURNAL_AMOUNT,
+	JOURNAL_CURRENCY,
+	JOURNAL_AT,
+	JOURNAL_TXID,
+	JOURNAL_ACTOR,
+	JOURNAL_NOTE,
+	JOURNAL_COLUMNS
+} JournalColumn;
+
+static const char *const journal_column_names[JOURNAL_COLUMNS] = {
+	"seq", "bizno", "attempt", "from_status", "to_status", "amount", "currency",
+	"at", "txid", "actor", "note"
+};
+
+typedef struct JournalTarget
+{
+	Oid			status_type;	/* the pay_status it was found for */
+	Oid			relid;
+	Oid			sequence;		/* pay_journal_seq_seq */
+	AttrNumber	attnums[JOURNAL_COLUMNS];
+} JournalTarget;
+
+static JournalTarget journal_target = {InvalidOid};
 
 /* The name of the role last journaled as actor. */
 static Oid	actor_role = InvalidOid;
@@ -285,31 +321,60 @@ ActorName(void)
 	return actor_name;
 }
 
-static SPIPlanPtr
-JournalInsertPlan(const PayCatalog *catalog)
+static const JournalTarget *
+GetJournalTarget(const PayCatalog *catalog)
 {
-	Oid			argtypes[9] = {
-		TEXTOID, INT4OID, catalog->status_type, catalog->status_type,
-		NUMERICOID, TEXTOID, XID8OID, TEXTOID, TEXTOID
-	};
-	char	   *query;
+	if (journal_target.status_type == catalog->status_type)
+		return &journal_target;
 
-	if (journal_insert != NULL && journal_insert_status_type == catalog->status_type)
-		return journal_insert;
+	journal_target.relid = get_relname_relid("pay_journal", catalog->namespace);
+	journal_target.sequence = get_relname_relid("pay_journal_seq_seq", catalog->namespace);
+	if (!OidIsValid(journal_target.relid) || !OidIsValid(journal_target.sequence))
+		elog(ERROR, "pay_journal of idempotent_pay is missing");
+	for (int i = 0; i < JOURNAL_COLUMNS; i++)
+	{
+		journal_target.attnums[i] = get_attnum(journal_target.relid, journal_column_names[i]);
+		if (journal_target.attnums[i] == InvalidAttrNumber)
+			elog(ERROR, "column %s of pay_journal is missing", journal_column_names[i]);
+	}
+	journal_target.status_type = catalog->status_type;
+	return &journal_target;
+}
 
-	if (journal_insert != NULL)
-		SPI_freeplan(journal_insert);
-	query = psprintf("INSERT INTO %s.pay_journal "
-					 "(bizno, attempt, from_status, to_status, amount, currency, txid, actor, note) "
-					 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-					 catalog->schema);
-	journal_insert = SPI_prepare(query, 9, argtypes);
-	if (journal_insert == NULL)
-		elog(ERROR, "SPI_prepare failed for the journal insert: %s",
-			 SPI_result_code_string(SPI_result));
-	SPI_keepplan(journal_insert);
-	journal_insert_status_type = catalog->status_type;
-	return journal_insert;
+/*
+ * Append one row to pay_journal: heap, then every index.  values and nulls
+ * are indexed by JournalColumn.
+ */
+static void
+InsertJournalRow(const PayCatalog *catalog, const Datum *values, const bool *nulls)
+{
+	const JournalTarget *target = GetJournalTarget(catalog);
+	Relation	journal = table_open(target->relid, RowExclusiveLock);
+	TupleDesc	tupdesc = RelationGetDescr(journal);
+	EState	   *estate = CreateExecutorState();
+	ResultRelInfo *result_rel = makeNode(ResultRelInfo);
+	TupleTableSlot *slot = ExecInitExtraTupleSlot(estate, tupdesc, &TTSOpsVirtual);
+
+	InitResultRelInfo(result_rel, journal, 0, NULL, 0);
+	ExecOpenIndices(result_rel, false);
+
+	ExecClearTuple(slot);
+	memset(slot->tts_isnull, true, sizeof(bool) * tupdesc->natts);
+	for (int i = 0; i < JOURNAL_COLUMNS; i++)
+	{
+		slot->tts_values[target->attnums[i] - 1] = values[i];
+		slot->tts_isnull[target->attnums[i] - 1] = nulls[i];
+	}
+	ExecStoreVirtualTuple(slot);
+
+	ExecConstraints(result_rel, slot, estate);
+	table_tuple_insert(journal, slot, GetCurrentCommandId(true), 0, NULL);
+	ExecInsertIndexTuples(result_rel, slot, estate, false, false, NULL, NIL);
+
+	ExecCloseIndices(result_rel);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
+	table_close(journal, NoLock);
 }
 
 /*
@@ -338,45 +403,41 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	LedgerColumns *cols = GetLedgerColumns(fcinfo, rel);
 	bool		is_update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
 	HeapTuple	tuple = is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
-	Datum		values[9];
-	char		nulls[9];
-	PayStatus	from = PAY_NEW_ROW;
+	Datum		values[JOURNAL_COLUMNS];
+	bool		nulls[JOURNAL_COLUMNS];
+	int			from = PAY_NEW_ROW;
 	PayStatus	to = LedgerStatus(cols, rel, tuple);
 	const char *note = journal_note;
 	bool		isnull;
-	int			ret;
 
 	if (is_update)
 		from = LedgerStatus(cols, rel, trigdata->tg_trigtuple);
 	if (note == NULL && pay_journal_note != NULL && pay_journal_note[0] != '\0')
 		note = pay_journal_note;
-	if (note == NULL && from == to)
+	if (note == NULL && from == (int) to)
 		note = "amount or currency changed";
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = GetColumn(tuple, rel, cols->bizno, &isnull);
-	values[1] = GetColumn(tuple, rel, cols->attempt, &isnull);
-	values[2] = from == PAY_NEW_ROW ? (Datum) 0 : PayStatusGetDatum(cols->catalog, from);
-	nulls[2] = from == PAY_NEW_ROW ? 'n' : ' ';
-	values[3] = PayStatusGetDatum(cols->catalog, to);
-	values[4] = GetColumn(tuple, rel, cols->amount, &isnull);
-	nulls[4] = isnull ? 'n' : ' ';
-	values[5] = GetColumn(tuple, rel, cols->currency, &isnull);
-	nulls[5] = isnull ? 'n' : ' ';
-	values[6] = FullTransactionIdGetDatum(GetTopFullTransactionId());
-	values[7] = CStringGetTextDatum(ActorName());
-	values[8] = note ? CStringGetTextDatum(note) : (Datum) 0;
-	nulls[8] = note ? ' ' : 'n';
+	memset(nulls, false, sizeof(nulls));
+	values[JOURNAL_SEQ] = Int64GetDatum(nextval_internal(GetJournalTarget(cols->catalog)->sequence,
+														 false));
+	values[JOURNAL_BIZNO] = GetColumn(tuple, rel, cols->bizno, &isnull);
+	values[JOURNAL_ATTEMPT] = GetColumn(tuple, rel, cols->attempt, &isnull);
+	nulls[JOURNAL_FROM] = from == PAY_NEW_ROW;
+	values[JOURNAL_FROM] = nulls[JOURNAL_FROM] ? (Datum) 0 : PayStatusGetDatum(cols->catalog, from);
+	values[JOURNAL_TO] = PayStatusGetDatum(cols->catalog, to);
+	values[JOURNAL_AMOUNT] = GetColumn(tuple, rel, cols->amount, &nulls[JOURNAL_AMOUNT]);
+	values[JOURNAL_CURRENCY] = GetColumn(tuple, rel, cols->currency, &nulls[JOURNAL_CURRENCY]);
+	values[JOURNAL_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	values[JOURNAL_TXID] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	values[JOURNAL_ACTOR] = CStringGetTextDatum(ActorName());
+	nulls[JOURNAL_NOTE] = note == NULL;
+	values[JOURNAL_NOTE] = note ? CStringGetTextDatum(note) : (Datum) 0;
 
-	SPI_connect();
-	ret = SPI_execute_plan(JournalInsertPlan(cols->catalog), values, nulls, false, 0);
-	if (ret != SPI_OK_INSERT)
-		elog(ERROR, "journal insert failed: %s", SPI_result_code_string(ret));
-	SPI_finish();
+	InsertJournalRow(cols->catalog, values, nulls);
 
-	if (from != to && pay_notify_channel != NULL && pay_notify_channel[0] != '\0')
-		NotifyTransition(TextDatumGetCString(values[0]), from, to,
-						 DatumGetInt32(values[1]));
+	if (from != (int) to && pay_notify_channel != NULL && pay_notify_channel[0] != '\0')
+		NotifyTransition(TextDatumGetCString(values[JOURNAL_BIZNO]), from, to,
+						 DatumGetInt32(values[JOURNAL_ATTEMPT]));
 
 	return PointerGetDatum(NULL);
 }
