@@ -62,11 +62,18 @@ BEGIN
         PERFORM pay_succeed('MEM-' || i);
     END LOOP;
 END $$;
+-- every contender starts from 100k settled payments (and the same plans)
 SET session_replication_role = replica;
 INSERT INTO pay_ledger (bizno, status, attempt, amount, currency)
     SELECT 'D' || g, 'SUCCESS', 1, 10, 'EUR' FROM generate_series(1, 100000) AS g;
 INSERT INTO pay_journal (bizno, attempt, from_status, to_status)
     SELECT 'D' || g, 1, NULL, 'SUCCESS' FROM generate_series(1, 100000) AS g;
+INSERT INTO plpgsql_pay.ledger SELECT * FROM pay_ledger;
+INSERT INTO plpgsql_pay.journal (bizno, attempt, from_status, to_status)
+    SELECT bizno, attempt, from_status, to_status FROM pay_journal;
+INSERT INTO floor_pay.ledger SELECT * FROM pay_ledger;
+INSERT INTO floor_pay.journal (bizno, attempt, from_status, to_status)
+    SELECT bizno, attempt, from_status, to_status FROM pay_journal;
 RESET session_replication_role;
 CREATE TABLE bench_guarded (id integer PRIMARY KEY, status text NOT NULL, amount numeric);
 CREATE TABLE bench_unguarded (LIKE bench_guarded INCLUDING ALL);
