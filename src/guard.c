@@ -187,23 +187,35 @@ RaiseGuardRefusal(Relation rel, const char *constraint, const char *message,
 			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, constraint)));
 }
 
+/*
+ * Whether column attnum holds the same value, byte for byte, in both
+ * versions of a row.
+ */
+bool
+PayColumnUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
+				   AttrNumber attnum)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	Form_pg_attribute attr = TupleDescAttr(tupdesc, attnum - 1);
+	bool		oldnull,
+				newnull;
+	Datum		oldvalue = heap_getattr(oldtuple, attnum, tupdesc, &oldnull);
+	Datum		newvalue = heap_getattr(newtuple, attnum, tupdesc, &newnull);
+
+	return oldnull == newnull &&
+		(oldnull || datum_image_eq(oldvalue, newvalue, attr->attbyval, attr->attlen));
+}
+
 static void
 CheckFrozenColumns(GuardConfig *config, Relation rel, HeapTuple oldtuple,
 				   HeapTuple newtuple, PayStatus status)
 {
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-
 	for (int i = 0; i < config->nfrozen; i++)
 	{
 		AttrNumber	attnum = config->frozen_attnums[i];
-		Form_pg_attribute attr = TupleDescAttr(tupdesc, attnum - 1);
-		bool		oldnull,
-					newnull;
-		Datum		oldvalue = heap_getattr(oldtuple, attnum, tupdesc, &oldnull);
-		Datum		newvalue = heap_getattr(newtuple, attnum, tupdesc, &newnull);
+		Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
 
-		if (oldnull == newnull &&
-			(oldnull || datum_image_eq(oldvalue, newvalue, attr->attbyval, attr->attlen)))
+		if (PayColumnUnchanged(rel, oldtuple, newtuple, attnum))
 			continue;
 
 		RaiseGuardRefusal(rel, "pay_frozen_column",

@@ -41,7 +41,6 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
@@ -200,13 +199,8 @@ CheckUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 			   AttrNumber attnum)
 {
 	Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
-	bool		oldnull,
-				newnull;
-	Datum		oldvalue = GetColumn(oldtuple, rel, attnum, &oldnull);
-	Datum		newvalue = GetColumn(newtuple, rel, attnum, &newnull);
 
-	if (oldnull == newnull &&
-		(oldnull || datum_image_eq(oldvalue, newvalue, attr->attbyval, attr->attlen)))
+	if (PayColumnUnchanged(rel, oldtuple, newtuple, attnum))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_CHECK_VIOLATION),

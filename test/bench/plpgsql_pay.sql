@@ -5,23 +5,14 @@
 
 CREATE SCHEMA plpgsql_pay;
 
-CREATE TABLE plpgsql_pay.ledger (
-    bizno text PRIMARY KEY, prefix text, biz_id text,
-    status pay_status NOT NULL DEFAULT 'INIT',
-    amount numeric CHECK (amount > 0), currency text CHECK (currency ~ '^[A-Z]{3}$'),
-    attempt integer NOT NULL DEFAULT 0, channel_ref text, last_error text,
-    created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now(),
-    processing_since timestamptz,
-    UNIQUE (prefix, biz_id)
-) WITH (fillfactor = 90);
-
-CREATE TABLE plpgsql_pay.journal (
-    seq bigserial PRIMARY KEY, bizno text NOT NULL, attempt integer NOT NULL,
-    from_status pay_status, to_status pay_status NOT NULL, amount numeric, currency text,
-    at timestamptz NOT NULL DEFAULT now(), txid xid8 NOT NULL DEFAULT pg_current_xact_id(),
-    actor text NOT NULL DEFAULT CURRENT_USER, note text
-);
-CREATE INDEX ON plpgsql_pay.journal (bizno, seq);
+-- The same columns, defaults, CHECKs, indexes and fillfactor as the real tables.
+CREATE TABLE plpgsql_pay.ledger (LIKE pay_ledger INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)
+    WITH (fillfactor = 90);
+CREATE SEQUENCE plpgsql_pay.journal_seq;
+CREATE TABLE plpgsql_pay.journal (LIKE pay_journal INCLUDING INDEXES);
+ALTER TABLE plpgsql_pay.journal ALTER seq SET DEFAULT nextval('plpgsql_pay.journal_seq'),
+    ALTER at SET DEFAULT now(), ALTER txid SET DEFAULT pg_current_xact_id(),
+    ALTER actor SET DEFAULT CURRENT_USER;
 
 -- The transition table, as in src/machine.c.
 CREATE FUNCTION plpgsql_pay.allowed(from_status pay_status, to_status pay_status) RETURNS boolean
