@@ -102,6 +102,23 @@ SELECT pay_begin('E-1', 1, 'usd');
 SELECT pay_succeed('no-such-payment');
 SELECT pay_succeed(NULL);
 
+-- A note belongs to the call that gave it: when that call fails inside a
+-- subtransaction, a later write in the same transaction does not inherit it.
+SELECT payment_in('S-NOTE', 'FAILED') AS refused, payment_in('S-NOTE-2', 'FAILED') AS written;
+CREATE FUNCTION refuse_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'the ledger is read-only for this test';
+END
+$$;
+CREATE TRIGGER refuse_write BEFORE UPDATE ON pay_ledger
+    FOR EACH ROW WHEN (OLD.bizno = 'S-NOTE') EXECUTE FUNCTION refuse_write();
+BEGIN;
+SELECT outcome($$SELECT pay_reset('S-NOTE', 'a note that must not leak')$$) AS failed_reset;
+UPDATE pay_ledger SET status = 'INIT' WHERE bizno = 'S-NOTE-2';
+COMMIT;
+SELECT to_status, note FROM pay_journal WHERE bizno = 'S-NOTE-2' ORDER BY seq DESC LIMIT 1;
+DROP TRIGGER refuse_write ON pay_ledger;
+
 -- The journal names who acted, in which transaction.
 SELECT count(*) AS entries, count(DISTINCT actor) AS actors, bool_and(actor = current_user) AS all_by_me,
        bool_and(txid IS NOT NULL) AS all_with_txid

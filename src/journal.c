@@ -118,10 +118,18 @@ ForgetNoteAtXactEnd(XactEvent event, void *arg)
 	journal_note = NULL;
 }
 
+static void
+ForgetNoteAtSubXactAbort(SubXactEvent event, SubTransactionId subxid,
+						 SubTransactionId parent_subxid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		journal_note = NULL;
+}
+
 /*
  * Give the journal rows of the next ledger write this note (NULL for none).
- * Forgotten at the end of the transaction, so a failed call leaves nothing
- * for a later statement to pick up.
+ * Forgotten when the transaction ends or a subtransaction aborts, so a
+ * failed call leaves nothing for a later statement to pick up.
  */
 void
 PayJournalSetNote(const char *note)
@@ -129,6 +137,7 @@ PayJournalSetNote(const char *note)
 	if (!xact_callback_registered)
 	{
 		RegisterXactCallback(ForgetNoteAtXactEnd, NULL);
+		RegisterSubXactCallback(ForgetNoteAtSubXactAbort, NULL);
 		xact_callback_registered = true;
 	}
 	journal_note = note;
