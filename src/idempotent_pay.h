@@ -10,6 +10,8 @@
 
 #include "postgres.h"
 
+#include "bizno_format.h"
+
 /* idempotent_pay.node_id: this server's part of every bizNo it issues */
 extern int	pay_node_id;
 
@@ -31,7 +33,7 @@ extern char *pay_notify_channel;
 extern char *pay_journal_note;
 
 /* src/bizno.c */
-extern void BiznoCheckKey(text *key);
+extern bool BiznoCheckKey(text *key, BiznoParts *parts);
 extern void BiznoCheckParts(text *prefix, text *biz_id);
 extern size_t BiznoGenerate(char *buf, const char *prefix, size_t prefix_len,
 							const char *biz_id, size_t biz_id_len);

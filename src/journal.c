@@ -245,7 +245,6 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 		bool		isnull;
 		text	   *bizno;
 		BiznoParts	parts;
-		char		expected_check;
 		bool		generated;
 
 		tuple = trigdata->tg_trigtuple;
@@ -256,9 +255,7 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_NOT_NULL_VIOLATION),
 					 errmsg("null value in column \"bizno\" of relation \"pay_ledger\" violates not-null constraint"),
 					 errtable(rel)));
-		BiznoCheckKey(bizno);
-		generated = bizno_parse(VARDATA_ANY(bizno), VARSIZE_ANY_EXHDR(bizno),
-								&parts, &expected_check) == BIZNO_VALID;
+		generated = BiznoCheckKey(bizno, &parts);
 
 		columns[ncolumns] = cols->prefix;
 		nulls[ncolumns] = !generated;

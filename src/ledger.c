@@ -277,11 +277,13 @@ RaiseUnknownPayment(Datum bizno)
 static Datum
 KeyArgument(FunctionCallInfo fcinfo, int argno)
 {
+	BiznoParts	parts;
+
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("bizno must not be null")));
-	BiznoCheckKey(PG_GETARG_TEXT_PP(argno));
+	BiznoCheckKey(PG_GETARG_TEXT_PP(argno), &parts);
 	return PointerGetDatum(PG_GETARG_TEXT_PP(argno));
 }
 
