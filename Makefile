@@ -32,3 +32,8 @@ EXTRA_CLEAN = results output_iso regression.diffs regression.out
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# A release archive named for the control file's default_version.
+.PHONY: dist
+dist:
+	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ --output $(EXTENSION)-$(EXTVERSION).zip HEAD
