@@ -31,6 +31,16 @@ static const char *const action_names[PAY_ACTION_COUNT] = {
 	"PROCEED", "ALREADY_SUCCEEDED", "IN_PROGRESS", "NEEDS_RESET"
 };
 
+static const char *const ledger_column_names[LEDGER_COLUMNS] = {
+	"bizno", "prefix", "biz_id", "status", "amount", "currency", "attempt",
+	"created_at", "updated_at", "processing_since"
+};
+
+static const char *const journal_column_names[JOURNAL_COLUMNS] = {
+	"seq", "bizno", "attempt", "from_status", "to_status", "amount", "currency",
+	"at", "txid", "actor", "note"
+};
+
 static void
 ForgetCatalog(Datum arg, int cacheid, uint32 hashvalue)
 {
@@ -63,14 +73,25 @@ LookupLabel(Oid type, const char *label)
 	return oid;
 }
 
-static AttrNumber
-LookupColumn(Oid relid, const char *column)
+static Oid
+LookupRelation(Oid namespace, const char *name)
 {
-	AttrNumber	attnum = get_attnum(relid, column);
+	Oid			relid = get_relname_relid(name, namespace);
 
-	if (attnum == InvalidAttrNumber)
-		elog(ERROR, "column %s of pay_ledger is missing", column);
-	return attnum;
+	if (!OidIsValid(relid))
+		elog(ERROR, "relation %s of idempotent_pay is missing", name);
+	return relid;
+}
+
+static void
+LookupColumns(Oid relid, const char *const *names, int ncolumns, AttrNumber *attnums)
+{
+	for (int i = 0; i < ncolumns; i++)
+	{
+		attnums[i] = get_attnum(relid, names[i]);
+		if (attnums[i] == InvalidAttrNumber)
+			elog(ERROR, "column %s of %s is missing", names[i], get_rel_name(relid));
+	}
 }
 
 /*
@@ -112,13 +133,13 @@ PayCatalogGet(FunctionCallInfo fcinfo)
 		catalog.action_labels[action] =
 			LookupLabel(catalog.action_type, action_names[action]);
 
-	catalog.ledger = get_relname_relid("pay_ledger", namespace);
-	if (!OidIsValid(catalog.ledger))
-		elog(ERROR, "table pay_ledger of idempotent_pay is missing");
-	catalog.ledger_status = LookupColumn(catalog.ledger, "status");
-	catalog.ledger_amount = LookupColumn(catalog.ledger, "amount");
-	catalog.ledger_currency = LookupColumn(catalog.ledger, "currency");
-	catalog.ledger_attempt = LookupColumn(catalog.ledger, "attempt");
+	catalog.ledger = LookupRelation(namespace, "pay_ledger");
+	LookupColumns(catalog.ledger, ledger_column_names, LEDGER_COLUMNS,
+				  catalog.ledger_attnums);
+	catalog.journal = LookupRelation(namespace, "pay_journal");
+	catalog.journal_sequence = LookupRelation(namespace, "pay_journal_seq_seq");
+	LookupColumns(catalog.journal, journal_column_names, JOURNAL_COLUMNS,
+				  catalog.journal_attnums);
 
 	catalog_valid = true;
 	return &catalog;

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * catalog.h
- *	  The extension's own objects -- schema, types, enum labels, tables --
- *	  looked up once per backend and forgotten when a type changes.
+ *	  The extension's own objects -- schema, types, enum labels, tables and
+ *	  their columns -- looked up once per backend and forgotten when a type
+ *	  changes.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,6 +16,39 @@
 
 #include "machine.h"
 
+/* The columns of pay_ledger the C code reads and writes. */
+typedef enum LedgerColumn
+{
+	LEDGER_BIZNO,
+	LEDGER_PREFIX,
+	LEDGER_BIZ_ID,
+	LEDGER_STATUS,
+	LEDGER_AMOUNT,
+	LEDGER_CURRENCY,
+	LEDGER_ATTEMPT,
+	LEDGER_CREATED_AT,
+	LEDGER_UPDATED_AT,
+	LEDGER_PROCESSING_SINCE,
+	LEDGER_COLUMNS
+} LedgerColumn;
+
+/* The columns of pay_journal, every one filled by the journal trigger. */
+typedef enum JournalColumn
+{
+	JOURNAL_SEQ,
+	JOURNAL_BIZNO,
+	JOURNAL_ATTEMPT,
+	JOURNAL_FROM,
+	JOURNAL_TO,
+	JOURNAL_AMOUNT,
+	JOURNAL_CURRENCY,
+	JOURNAL_AT,
+	JOURNAL_TXID,
+	JOURNAL_ACTOR,
+	JOURNAL_NOTE,
+	JOURNAL_COLUMNS
+} JournalColumn;
+
 typedef struct PayCatalog
 {
 	Oid			namespace;		/* the extension's schema */
@@ -24,11 +58,10 @@ typedef struct PayCatalog
 	Oid			action_type;	/* pay_action */
 	Oid			action_labels[PAY_ACTION_COUNT];
 	Oid			ledger;			/* pay_ledger */
-	/* columns of pay_ledger that the API reads by direct index probe */
-	AttrNumber	ledger_status;
-	AttrNumber	ledger_amount;
-	AttrNumber	ledger_currency;
-	AttrNumber	ledger_attempt;
+	AttrNumber	ledger_attnums[LEDGER_COLUMNS];
+	Oid			journal;		/* pay_journal */
+	Oid			journal_sequence;	/* pay_journal_seq_seq */
+	AttrNumber	journal_attnums[JOURNAL_COLUMNS];
 } PayCatalog;
 
 extern const PayCatalog *PayCatalogGet(FunctionCallInfo fcinfo);

@@ -41,7 +41,6 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
@@ -53,57 +52,9 @@
 #include "journal.h"
 #include "machine.h"
 
-/* Column numbers of pay_ledger, found by name once per statement. */
-typedef struct LedgerColumns
-{
-	const PayCatalog *catalog;
-	AttrNumber	bizno;
-	AttrNumber	prefix;
-	AttrNumber	biz_id;
-	AttrNumber	status;
-	AttrNumber	amount;
-	AttrNumber	currency;
-	AttrNumber	attempt;
-	AttrNumber	created_at;
-	AttrNumber	updated_at;
-	AttrNumber	processing_since;
-} LedgerColumns;
-
 /* The note the API gives the journal rows of its next statement. */
 static const char *journal_note = NULL;
 static bool xact_callback_registered = false;
-
-/* Where journal rows go: pay_journal's columns, found once per backend. */
-typedef enum JournalColumn
-{
-	JOURNAL_SEQ,
-	JOURNAL_BIZNO,
-	JOURNAL_ATTEMPT,
-	JOURNAL_FROM,
-	JOURNAL_TO,
-	JOURNAL_AMOUNT,
-	JOURNAL_CURRENCY,
-	JOURNAL_AT,
-	JOURNAL_TXID,
-	JOURNAL_ACTOR,
-	JOURNAL_NOTE,
-	JOURNAL_COLUMNS
-} JournalColumn;
-
-static const char *const journal_column_names[JOURNAL_COLUMNS] = {
-	"seq", "bizno", "attempt", "from_status", "to_status", "amount", "currency",
-	"at", "txid", "actor", "note"
-};
-
-typedef struct JournalTarget
-{
-	Oid			status_type;	/* the pay_status it was found for */
-	Oid			relid;
-	Oid			sequence;		/* pay_journal_seq_seq */
-	AttrNumber	attnums[JOURNAL_COLUMNS];
-} JournalTarget;
-
-static JournalTarget journal_target = {InvalidOid};
 
 /* The name of the role last journaled as actor. */
 static Oid	actor_role = InvalidOid;
@@ -143,45 +94,6 @@ PayJournalSetNote(const char *note)
 	journal_note = note;
 }
 
-static AttrNumber
-LedgerColumn(TupleDesc tupdesc, const char *name)
-{
-	for (int i = 0; i < tupdesc->natts; i++)
-	{
-		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
-
-		if (!attr->attisdropped && strcmp(NameStr(attr->attname), name) == 0)
-			return attr->attnum;
-	}
-	elog(ERROR, "column %s of pay_ledger is missing", name);
-	pg_unreachable();
-}
-
-static LedgerColumns *
-GetLedgerColumns(FunctionCallInfo fcinfo, Relation rel)
-{
-	LedgerColumns *cols = fcinfo->flinfo->fn_extra;
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-
-	if (cols != NULL)
-		return cols;
-
-	cols = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(LedgerColumns));
-	cols->catalog = PayCatalogGet(fcinfo);
-	cols->bizno = LedgerColumn(tupdesc, "bizno");
-	cols->prefix = LedgerColumn(tupdesc, "prefix");
-	cols->biz_id = LedgerColumn(tupdesc, "biz_id");
-	cols->status = LedgerColumn(tupdesc, "status");
-	cols->amount = LedgerColumn(tupdesc, "amount");
-	cols->currency = LedgerColumn(tupdesc, "currency");
-	cols->attempt = LedgerColumn(tupdesc, "attempt");
-	cols->created_at = LedgerColumn(tupdesc, "created_at");
-	cols->updated_at = LedgerColumn(tupdesc, "updated_at");
-	cols->processing_since = LedgerColumn(tupdesc, "processing_since");
-	fcinfo->flinfo->fn_extra = cols;
-	return cols;
-}
-
 static Datum
 GetColumn(HeapTuple tuple, Relation rel, AttrNumber attnum, bool *isnull)
 {
@@ -189,17 +101,17 @@ GetColumn(HeapTuple tuple, Relation rel, AttrNumber attnum, bool *isnull)
 }
 
 static PayStatus
-LedgerStatus(LedgerColumns *cols, Relation rel, HeapTuple tuple)
+LedgerStatus(const PayCatalog *catalog, Relation rel, HeapTuple tuple)
 {
 	bool		isnull;
-	Datum		label = GetColumn(tuple, rel, cols->status, &isnull);
+	Datum		label = GetColumn(tuple, rel, catalog->ledger_attnums[LEDGER_STATUS], &isnull);
 
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),
 				 errmsg("null value in column \"status\" of relation \"pay_ledger\" violates not-null constraint"),
 				 errtable(rel)));
-	return PayStatusFromLabel(cols->catalog, DatumGetObjectId(label));
+	return PayStatusFromLabel(catalog, DatumGetObjectId(label));
 }
 
 /* Refuse a change of a column that never changes once written. */
@@ -229,7 +141,8 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel = trigdata->tg_relation;
-	LedgerColumns *cols = GetLedgerColumns(fcinfo, rel);
+	const PayCatalog *catalog = PayCatalogGet(fcinfo);
+	const AttrNumber *col = catalog->ledger_attnums;
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	Datum		now = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	/* on INSERT: prefix, biz_id, attempt, processing_since, created_at, updated_at */
@@ -248,8 +161,8 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 		bool		generated;
 
 		tuple = trigdata->tg_trigtuple;
-		status = LedgerStatus(cols, rel, tuple);
-		bizno = DatumGetTextPP(GetColumn(tuple, rel, cols->bizno, &isnull));
+		status = LedgerStatus(catalog, rel, tuple);
+		bizno = DatumGetTextPP(GetColumn(tuple, rel, col[LEDGER_BIZNO], &isnull));
 		if (isnull)
 			ereport(ERROR,
 					(errcode(ERRCODE_NOT_NULL_VIOLATION),
@@ -257,20 +170,20 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 					 errtable(rel)));
 		generated = BiznoCheckKey(bizno, &parts);
 
-		columns[ncolumns] = cols->prefix;
+		columns[ncolumns] = col[LEDGER_PREFIX];
 		nulls[ncolumns] = !generated;
 		values[ncolumns++] = generated ?
 			PointerGetDatum(cstring_to_text_with_len(parts.prefix, parts.prefix_len)) : 0;
-		columns[ncolumns] = cols->biz_id;
+		columns[ncolumns] = col[LEDGER_BIZ_ID];
 		nulls[ncolumns] = !generated;
 		values[ncolumns++] = generated ?
 			PointerGetDatum(cstring_to_text_with_len(parts.biz_id, parts.biz_id_len)) : 0;
-		columns[ncolumns] = cols->attempt;
+		columns[ncolumns] = col[LEDGER_ATTEMPT];
 		values[ncolumns++] = Int32GetDatum(status == PAY_PROCESSING ? 1 : 0);
-		columns[ncolumns] = cols->processing_since;
+		columns[ncolumns] = col[LEDGER_PROCESSING_SINCE];
 		nulls[ncolumns] = status != PAY_PROCESSING;
 		values[ncolumns++] = now;
-		columns[ncolumns] = cols->created_at;
+		columns[ncolumns] = col[LEDGER_CREATED_AT];
 		values[ncolumns++] = now;
 	}
 	else
@@ -280,17 +193,17 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 		PayStatus	from;
 
 		tuple = trigdata->tg_newtuple;
-		CheckUnchanged(rel, oldtuple, tuple, cols->bizno);
-		CheckUnchanged(rel, oldtuple, tuple, cols->prefix);
-		CheckUnchanged(rel, oldtuple, tuple, cols->biz_id);
-		CheckUnchanged(rel, oldtuple, tuple, cols->created_at);
+		CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_BIZNO]);
+		CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_PREFIX]);
+		CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_BIZ_ID]);
+		CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_CREATED_AT]);
 
-		from = LedgerStatus(cols, rel, oldtuple);
-		status = LedgerStatus(cols, rel, tuple);
-		columns[ncolumns] = cols->attempt;
-		values[ncolumns] = GetColumn(oldtuple, rel, cols->attempt, &isnull);
-		columns[ncolumns + 1] = cols->processing_since;
-		values[ncolumns + 1] = GetColumn(oldtuple, rel, cols->processing_since,
+		from = LedgerStatus(catalog, rel, oldtuple);
+		status = LedgerStatus(catalog, rel, tuple);
+		columns[ncolumns] = col[LEDGER_ATTEMPT];
+		values[ncolumns] = GetColumn(oldtuple, rel, col[LEDGER_ATTEMPT], &isnull);
+		columns[ncolumns + 1] = col[LEDGER_PROCESSING_SINCE];
+		values[ncolumns + 1] = GetColumn(oldtuple, rel, col[LEDGER_PROCESSING_SINCE],
 										 &nulls[ncolumns + 1]);
 		if (from != PAY_PROCESSING && status == PAY_PROCESSING)
 		{
@@ -301,7 +214,7 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 		ncolumns += 2;
 	}
 
-	columns[ncolumns] = cols->updated_at;
+	columns[ncolumns] = col[LEDGER_UPDATED_AT];
 	values[ncolumns++] = now;
 
 	return PointerGetDatum(heap_modify_tuple_by_cols(tuple, tupdesc, ncolumns,
@@ -321,26 +234,6 @@ ActorName(void)
 	return actor_name;
 }
 
-static const JournalTarget *
-GetJournalTarget(const PayCatalog *catalog)
-{
-	if (journal_target.status_type == catalog->status_type)
-		return &journal_target;
-
-	journal_target.relid = get_relname_relid("pay_journal", catalog->namespace);
-	journal_target.sequence = get_relname_relid("pay_journal_seq_seq", catalog->namespace);
-	if (!OidIsValid(journal_target.relid) || !OidIsValid(journal_target.sequence))
-		elog(ERROR, "pay_journal of idempotent_pay is missing");
-	for (int i = 0; i < JOURNAL_COLUMNS; i++)
-	{
-		journal_target.attnums[i] = get_attnum(journal_target.relid, journal_column_names[i]);
-		if (journal_target.attnums[i] == InvalidAttrNumber)
-			elog(ERROR, "column %s of pay_journal is missing", journal_column_names[i]);
-	}
-	journal_target.status_type = catalog->status_type;
-	return &journal_target;
-}
-
 /*
  * Append one row to pay_journal: heap, then every index.  values and nulls
  * are indexed by JournalColumn.
@@ -348,8 +241,7 @@ GetJournalTarget(const PayCatalog *catalog)
 static void
 InsertJournalRow(const PayCatalog *catalog, const Datum *values, const bool *nulls)
 {
-	const JournalTarget *target = GetJournalTarget(catalog);
-	Relation	journal = table_open(target->relid, RowExclusiveLock);
+	Relation	journal = table_open(catalog->journal, RowExclusiveLock);
 	TupleDesc	tupdesc = RelationGetDescr(journal);
 	EState	   *estate = CreateExecutorState();
 	ResultRelInfo *result_rel = makeNode(ResultRelInfo);
@@ -362,8 +254,8 @@ InsertJournalRow(const PayCatalog *catalog, const Datum *values, const bool *nul
 	memset(slot->tts_isnull, true, sizeof(bool) * tupdesc->natts);
 	for (int i = 0; i < JOURNAL_COLUMNS; i++)
 	{
-		slot->tts_values[target->attnums[i] - 1] = values[i];
-		slot->tts_isnull[target->attnums[i] - 1] = nulls[i];
+		slot->tts_values[catalog->journal_attnums[i] - 1] = values[i];
+		slot->tts_isnull[catalog->journal_attnums[i] - 1] = nulls[i];
 	}
 	ExecStoreVirtualTuple(slot);
 
@@ -401,40 +293,41 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel = trigdata->tg_relation;
-	LedgerColumns *cols = GetLedgerColumns(fcinfo, rel);
+	const PayCatalog *catalog = PayCatalogGet(fcinfo);
+	const AttrNumber *col = catalog->ledger_attnums;
 	bool		is_update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
 	HeapTuple	tuple = is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
 	Datum		values[JOURNAL_COLUMNS];
 	bool		nulls[JOURNAL_COLUMNS];
 	int			from = PAY_NEW_ROW;
-	PayStatus	to = LedgerStatus(cols, rel, tuple);
+	PayStatus	to = LedgerStatus(catalog, rel, tuple);
 	const char *note = journal_note;
 	bool		isnull;
 
 	if (is_update)
-		from = LedgerStatus(cols, rel, trigdata->tg_trigtuple);
+		from = LedgerStatus(catalog, rel, trigdata->tg_trigtuple);
 	if (note == NULL && pay_journal_note != NULL && pay_journal_note[0] != '\0')
 		note = pay_journal_note;
 	if (note == NULL && from == (int) to)
 		note = "amount or currency changed";
 
 	memset(nulls, false, sizeof(nulls));
-	values[JOURNAL_SEQ] = Int64GetDatum(nextval_internal(GetJournalTarget(cols->catalog)->sequence,
+	values[JOURNAL_SEQ] = Int64GetDatum(nextval_internal(catalog->journal_sequence,
 														 false));
-	values[JOURNAL_BIZNO] = GetColumn(tuple, rel, cols->bizno, &isnull);
-	values[JOURNAL_ATTEMPT] = GetColumn(tuple, rel, cols->attempt, &isnull);
+	values[JOURNAL_BIZNO] = GetColumn(tuple, rel, col[LEDGER_BIZNO], &isnull);
+	values[JOURNAL_ATTEMPT] = GetColumn(tuple, rel, col[LEDGER_ATTEMPT], &isnull);
 	nulls[JOURNAL_FROM] = from == PAY_NEW_ROW;
-	values[JOURNAL_FROM] = nulls[JOURNAL_FROM] ? (Datum) 0 : PayStatusGetDatum(cols->catalog, from);
-	values[JOURNAL_TO] = PayStatusGetDatum(cols->catalog, to);
-	values[JOURNAL_AMOUNT] = GetColumn(tuple, rel, cols->amount, &nulls[JOURNAL_AMOUNT]);
-	values[JOURNAL_CURRENCY] = GetColumn(tuple, rel, cols->currency, &nulls[JOURNAL_CURRENCY]);
+	values[JOURNAL_FROM] = nulls[JOURNAL_FROM] ? (Datum) 0 : PayStatusGetDatum(catalog, from);
+	values[JOURNAL_TO] = PayStatusGetDatum(catalog, to);
+	values[JOURNAL_AMOUNT] = GetColumn(tuple, rel, col[LEDGER_AMOUNT], &nulls[JOURNAL_AMOUNT]);
+	values[JOURNAL_CURRENCY] = GetColumn(tuple, rel, col[LEDGER_CURRENCY], &nulls[JOURNAL_CURRENCY]);
 	values[JOURNAL_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	values[JOURNAL_TXID] = FullTransactionIdGetDatum(GetTopFullTransactionId());
 	values[JOURNAL_ACTOR] = CStringGetTextDatum(ActorName());
 	nulls[JOURNAL_NOTE] = note == NULL;
 	values[JOURNAL_NOTE] = note ? CStringGetTextDatum(note) : (Datum) 0;
 
-	InsertJournalRow(cols->catalog, values, nulls);
+	InsertJournalRow(catalog, values, nulls);
 
 	if (from != (int) to && pay_notify_channel != NULL && pay_notify_channel[0] != '\0')
 		NotifyTransition(TextDatumGetCString(values[JOURNAL_BIZNO]), from, to,

@@ -218,15 +218,15 @@ ProbeRow(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 		bool		isnull;
 
 		row->status = PayStatusFromLabel(catalog,
-										 DatumGetObjectId(slot_getattr(slot, catalog->ledger_status,
+										 DatumGetObjectId(slot_getattr(slot, catalog->ledger_attnums[LEDGER_STATUS],
 																	   &isnull)));
-		row->amount = slot_getattr(slot, catalog->ledger_amount, &row->amount_null);
+		row->amount = slot_getattr(slot, catalog->ledger_attnums[LEDGER_AMOUNT], &row->amount_null);
 		if (!row->amount_null)
 			row->amount = datumCopy(row->amount, false, -1);
-		row->currency = slot_getattr(slot, catalog->ledger_currency, &row->currency_null);
+		row->currency = slot_getattr(slot, catalog->ledger_attnums[LEDGER_CURRENCY], &row->currency_null);
 		if (!row->currency_null)
 			row->currency = datumCopy(row->currency, false, -1);
-		row->attempt = DatumGetInt32(slot_getattr(slot, catalog->ledger_attempt, &isnull));
+		row->attempt = DatumGetInt32(slot_getattr(slot, catalog->ledger_attnums[LEDGER_ATTEMPT], &isnull));
 	}
 	index_endscan(scan);
 	UnregisterSnapshot(snapshot);
