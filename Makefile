@@ -11,6 +11,7 @@ OBJS = \
 	src/idempotent_pay.o \
 	src/bizno.o \
 	src/bizno_format.o \
+	src/amount.o \
 	src/catalog.o \
 	src/machine.o \
 	src/guard.o \
@@ -20,10 +21,10 @@ OBJS = \
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-REGRESS = setup bizno machine ledger half_open protect security fuzz reconcile upgrade
+REGRESS = setup bizno machine ledger half_open protect security hardening fuzz reconcile upgrade
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
-ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify
+ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers

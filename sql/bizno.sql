@@ -97,14 +97,23 @@ SELECT * FROM pay_bizno_parse('PAY-ORD001-20261130065033976-0000-366VRA691WVWE1'
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM pay_bizno_parse(NULL);
 
--- The node id: superuser-set, 0 to 1023, written into every bizNo.
+-- The node id: 0 to 1023, set in the server's configuration only (never per
+-- session, not even by a superuser), written into every bizNo.
+-- test/tap/001_bizno_concurrency.pl sets it in postgresql.conf.
+SELECT (pay_bizno_parse(pay_bizno('PAY', 'ORD001'))).node_id =
+       current_setting('idempotent_pay.node_id')::integer AS node_id_written;
 SET idempotent_pay.node_id = 1023;
-SELECT (pay_bizno_parse(pay_bizno('PAY', 'ORD001'))).node_id;
-SET idempotent_pay.node_id = 1024;
 \echo :LAST_ERROR_SQLSTATE
-SET idempotent_pay.node_id = -1;
+ALTER DATABASE contrib_regression SET idempotent_pay.node_id = 1023;
 \echo :LAST_ERROR_SQLSTATE
-RESET idempotent_pay.node_id;
+ALTER ROLE CURRENT_USER SET idempotent_pay.node_id = 1023;
+\echo :LAST_ERROR_SQLSTATE
+SELECT set_config('idempotent_pay.node_id', '1023', false);
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET idempotent_pay.node_id = 1024;
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET idempotent_pay.node_id = -1;
+\echo :LAST_ERROR_SQLSTATE
 SET idempotent_pay.no_such_setting = 1;
 \echo :LAST_ERROR_SQLSTATE
 

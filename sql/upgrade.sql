@@ -1,6 +1,7 @@
--- The upgrade path: install 1.0, pay with it, ALTER EXTENSION ... UPDATE,
--- and find the old payments, the guards and the new functions working;
--- then compare the upgraded extension with a fresh 1.1 install.
+-- The upgrade path: install 1.0, pay with it (with the library of today),
+-- ALTER EXTENSION ... UPDATE, and find the old payments, the guards and the
+-- new functions working; the same from 1.1; then compare both upgraded
+-- extensions with a fresh install of the default version.
 
 -- Every object of the extension with its definition, as one digest.
 SELECT $query$
@@ -39,6 +40,7 @@ SELECT $query$
 $query$ AS describe_extension \gset
 
 CREATE DATABASE regress_upgraded;
+CREATE DATABASE regress_from_1_1;
 CREATE DATABASE regress_fresh;
 
 \c regress_upgraded
@@ -51,6 +53,8 @@ CREATE TABLE orders (id integer PRIMARY KEY, status text NOT NULL);
 INSERT INTO orders VALUES (1, 'SUCCESS'), (2, 'PROCESSING');
 SELECT pay_protect('orders');
 SELECT to_regprocedure('pay_reconcile(regclass, boolean, timestamptz)') IS NULL AS no_reconcile_in_1_0;
+-- The 1.0 ledger has no note column: the failure's reason still reaches the journal.
+SELECT to_status, note FROM pay_journal WHERE bizno = 'UP-3' ORDER BY seq;
 
 ALTER EXTENSION idempotent_pay UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
@@ -70,14 +74,32 @@ SELECT kind, bizno, detail FROM pay_reconcile('statement', settle => true);
 SELECT * FROM pay_verify();
 :describe_extension \gset upgraded_
 
+\c regress_from_1_1
+CREATE EXTENSION idempotent_pay VERSION '1.1';
+SELECT pay_begin('UP-4', 10, 'EUR'), pay_fail('UP-4', 'declined');
+SELECT pay_reset('UP-4', 'operator: retry'), pay_begin('UP-4'), pay_succeed('UP-4', 'BANK-4');
+-- 1.1's CHECK lets NaN in; such a row would stop the update, so it goes.
+INSERT INTO pay_ledger (bizno, status, amount) VALUES ('UP-NAN', 'INIT', 'NaN');
+DELETE FROM pay_ledger WHERE bizno = 'UP-NAN';
+ALTER EXTENSION idempotent_pay UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
+SELECT to_status, note FROM pay_journal WHERE bizno = 'UP-4' ORDER BY seq;
+SELECT pay_begin('UP-4') AS up_4;
+INSERT INTO pay_ledger (bizno, status, amount) VALUES ('UP-NAN', 'INIT', 'NaN');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM pay_verify();
+:describe_extension \gset from_1_1_
+
 \c regress_fresh
 CREATE EXTENSION idempotent_pay;
 SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
 :describe_extension \gset fresh_
 
 SELECT :upgraded_objects AS objects, :upgraded_objects = :fresh_objects AS same_count,
-       :'upgraded_digest' = :'fresh_digest' AS same_definitions;
+       :'upgraded_digest' = :'fresh_digest' AS same_definitions,
+       :'from_1_1_digest' = :'fresh_digest' AS same_from_1_1;
 
 \c contrib_regression
 DROP DATABASE regress_upgraded;
+DROP DATABASE regress_from_1_1;
 DROP DATABASE regress_fresh;

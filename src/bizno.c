@@ -30,6 +30,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "bizno.h"
 #include "bizno_format.h"
 #include "idempotent_pay.h"
 

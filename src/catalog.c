@@ -4,47 +4,120 @@
  *	  The OIDs and names of the extension's own objects, per backend.
  *
  * Every entry point finds the extension through the schema of the function
- * that was called, so nothing depends on the caller's search_path.  The
- * cache is rebuilt after any change to a type (DROP and CREATE EXTENSION in
- * one session give pay_status new OIDs); that is rare DDL, never per row.
+ * that was called, so nothing depends on the caller's search_path.
+ *
+ * One mechanism keeps this cache true: the types are looked up again after
+ * any change to a type (DROP and CREATE EXTENSION give pay_status new
+ * OIDs), the tables after any relcache invalidation of the ledger, its
+ * primary key or the journal (ALTER TABLE in any session, CREATE TRIGGER,
+ * VACUUM).  Each lookup bumps the generation, by which ledger.c knows to
+ * prepare its plans again.  Columns are found by name and checked by type,
+ * so a column dropped, added or re-created elsewhere is never written in
+ * the wrong place; one that is missing or of another type is refused with
+ * an error naming it.  Callers look the tables up after they hold a lock on
+ * the table they read, so an invalidation that the lock brings in is seen.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/syscache.h"
 
 #include "catalog.h"
 
+/* A column the C code reads or writes, and the type it expects. */
+typedef struct ColumnSpec
+{
+	const char *name;
+	Oid			type;			/* of the column or its domain's base;
+								 * InvalidOid for pay_status */
+	bool		optional;		/* absent in an older version's table */
+} ColumnSpec;
+
+static const ColumnSpec ledger_columns[LEDGER_COLUMNS] = {
+	[LEDGER_BIZNO] = {"bizno", TEXTOID},
+	[LEDGER_PREFIX] = {"prefix", TEXTOID},
+	[LEDGER_BIZ_ID] = {"biz_id", TEXTOID},
+	[LEDGER_STATUS] = {"status", InvalidOid},
+	[LEDGER_AMOUNT] = {"amount", NUMERICOID},
+	[LEDGER_CURRENCY] = {"currency", TEXTOID},
+	[LEDGER_ATTEMPT] = {"attempt", INT4OID},
+	[LEDGER_CREATED_AT] = {"created_at", TIMESTAMPTZOID},
+	[LEDGER_UPDATED_AT] = {"updated_at", TIMESTAMPTZOID},
+	[LEDGER_PROCESSING_SINCE] = {"processing_since", TIMESTAMPTZOID},
+	[LEDGER_NOTE] = {"note", TEXTOID, true},
+};
+
+static const ColumnSpec journal_columns[JOURNAL_COLUMNS] = {
+	[JOURNAL_SEQ] = {"seq", INT8OID},
+	[JOURNAL_BIZNO] = {"bizno", TEXTOID},
+	[JOURNAL_ATTEMPT] = {"attempt", INT4OID},
+	[JOURNAL_FROM] = {"from_status", InvalidOid},
+	[JOURNAL_TO] = {"to_status", InvalidOid},
+	[JOURNAL_AMOUNT] = {"amount", NUMERICOID},
+	[JOURNAL_CURRENCY] = {"currency", TEXTOID},
+	[JOURNAL_AT] = {"at", TIMESTAMPTZOID},
+	[JOURNAL_TXID] = {"txid", XID8OID},
+	[JOURNAL_ACTOR] = {"actor", TEXTOID},
+	[JOURNAL_NOTE] = {"note", TEXTOID},
+};
+
 static PayCatalog catalog;
-static bool catalog_valid = false;
-static bool callback_registered = false;
+static bool types_valid = false;
+static bool tables_valid = false;
+static bool callbacks_registered = false;
+/* counts the invalidations that hit us, to detect one during a lookup */
+static uint64 invalidations = 0;
 
-static const char *const action_names[PAY_ACTION_COUNT] = {
-	"PROCEED", "ALREADY_SUCCEEDED", "IN_PROGRESS", "NEEDS_RESET"
-};
-
-static const char *const ledger_column_names[LEDGER_COLUMNS] = {
-	"bizno", "prefix", "biz_id", "status", "amount", "currency", "attempt",
-	"created_at", "updated_at", "processing_since"
-};
-
-static const char *const journal_column_names[JOURNAL_COLUMNS] = {
-	"seq", "bizno", "attempt", "from_status", "to_status", "amount", "currency",
-	"at", "txid", "actor", "note"
-};
+static bool
+IsOurType(uint32 hashvalue)
+{
+	return hashvalue == 0 ||
+		hashvalue == GetSysCacheHashValue1(TYPEOID, ObjectIdGetDatum(catalog.status_type)) ||
+		hashvalue == GetSysCacheHashValue1(TYPEOID, ObjectIdGetDatum(catalog.action_type));
+}
 
 static void
-ForgetCatalog(Datum arg, int cacheid, uint32 hashvalue)
+ForgetTypes(Datum arg, int cacheid, uint32 hashvalue)
 {
-	catalog_valid = false;
+	if (IsOurType(hashvalue))
+	{
+		types_valid = false;
+		invalidations++;
+	}
+}
+
+static void
+ForgetTables(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == catalog.ledger ||
+		relid == catalog.ledger_pkey || relid == catalog.journal)
+	{
+		tables_valid = false;
+		invalidations++;
+	}
+}
+
+static void
+RaiseMissing(const char *kind, const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("%s \"%s\" of idempotent_pay is missing", kind, name),
+			 errhint("Reinstall the extension, or restore the object from a dump.")));
 }
 
 static Oid
@@ -55,7 +128,7 @@ LookupType(Oid namespace, const char *name)
 									   ObjectIdGetDatum(namespace));
 
 	if (!OidIsValid(type))
-		elog(ERROR, "type %s of idempotent_pay is missing", name);
+		RaiseMissing("type", name);
 	return type;
 }
 
@@ -67,7 +140,7 @@ LookupLabel(Oid type, const char *label)
 	Oid			oid;
 
 	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "label %s of an idempotent_pay enum is missing", label);
+		RaiseMissing("enum label", label);
 	oid = ((Form_pg_enum) GETSTRUCT(tuple))->oid;
 	ReleaseSysCache(tuple);
 	return oid;
@@ -79,39 +152,123 @@ LookupRelation(Oid namespace, const char *name)
 	Oid			relid = get_relname_relid(name, namespace);
 
 	if (!OidIsValid(relid))
-		elog(ERROR, "relation %s of idempotent_pay is missing", name);
+		RaiseMissing("relation", name);
 	return relid;
 }
 
+/*
+ * The numbers of the columns specs names in rel, each checked for its
+ * type; an optional column that is absent gets InvalidAttrNumber.
+ */
 static void
-LookupColumns(Oid relid, const char *const *names, int ncolumns, AttrNumber *attnums)
+LookupColumns(Relation rel, const ColumnSpec *specs, int ncolumns, AttrNumber *attnums)
 {
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+
 	for (int i = 0; i < ncolumns; i++)
 	{
-		attnums[i] = get_attnum(relid, names[i]);
-		if (attnums[i] == InvalidAttrNumber)
-			elog(ERROR, "column %s of %s is missing", names[i], get_rel_name(relid));
+		Oid			expected = OidIsValid(specs[i].type) ? specs[i].type : catalog.status_type;
+		Form_pg_attribute attr = NULL;
+
+		for (int a = 0; a < tupdesc->natts && attr == NULL; a++)
+		{
+			Form_pg_attribute candidate = TupleDescAttr(tupdesc, a);
+
+			if (!candidate->attisdropped &&
+				strcmp(NameStr(candidate->attname), specs[i].name) == 0)
+				attr = candidate;
+		}
+		if (attr == NULL && specs[i].optional)
+		{
+			attnums[i] = InvalidAttrNumber;
+			continue;
+		}
+		if (attr == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of relation \"%s\" is missing",
+							specs[i].name, RelationGetRelationName(rel)),
+					 errdetail("idempotent_pay writes it with every payment; without it a value would be lost."),
+					 errhint("Add the column back as %s.", format_type_be(expected))));
+		if (getBaseType(attr->atttypid) != expected)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" of relation \"%s\" is of type %s, not %s",
+							specs[i].name, RelationGetRelationName(rel),
+							format_type_be(attr->atttypid), format_type_be(expected)),
+					 errdetail("idempotent_pay reads and writes it as %s.",
+							   format_type_be(expected))));
+		attnums[i] = attr->attnum;
 	}
 }
 
 /*
- * The catalog of the extension whose function fcinfo calls.
+ * The ledger's primary key, which the API probes by bizno: a B-tree on
+ * bizno alone.
  */
-const PayCatalog *
-PayCatalogGet(FunctionCallInfo fcinfo)
+static Oid
+LookupLedgerKey(Relation ledger)
 {
-	Oid			namespace;
+	Oid			pkey = RelationGetPrimaryKeyIndex(ledger);
+	Relation	index;
+	bool		usable;
 
-	if (catalog_valid)
-		return &catalog;
-
-	if (!callback_registered)
+	if (OidIsValid(pkey))
 	{
-		CacheRegisterSyscacheCallback(TYPEOID, ForgetCatalog, (Datum) 0);
-		callback_registered = true;
+		index = index_open(pkey, AccessShareLock);
+		usable = index->rd_rel->relam == BTREE_AM_OID &&
+			index->rd_index->indnatts == 1 &&
+			index->rd_index->indkey.values[0] == catalog.ledger_attnums[LEDGER_BIZNO];
+		index_close(index, AccessShareLock);
+		if (usable)
+			return pkey;
 	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("relation \"pay_ledger\" has no primary key on bizno"),
+			 errdetail("One row per bizNo is what stops a second charge."),
+			 errhint("ALTER TABLE pay_ledger ADD PRIMARY KEY (bizno).")));
+	pg_unreachable();
+}
 
-	namespace = get_func_namespace(fcinfo->flinfo->fn_oid);
+/*
+ * Whether journal rows may go straight into the journal's heap and indexes:
+ * only when nothing the executor would do on INSERT is left undone -- every
+ * column is one the trigger fills (no default to compute), no generated
+ * column, no INSERT trigger or rule, no row security, not partitioned and
+ * no partition.  NOT NULL and CHECK constraints and the indexes are
+ * applied by journal.c itself.
+ */
+static bool
+JournalAllowsDirectInsert(Relation journal)
+{
+	TupleDesc	tupdesc = RelationGetDescr(journal);
+	TriggerDesc *triggers = journal->trigdesc;
+	int			columns = 0;
+
+	for (int a = 0; a < tupdesc->natts; a++)
+		if (!TupleDescAttr(tupdesc, a)->attisdropped)
+			columns++;
+
+	return columns == JOURNAL_COLUMNS &&
+		journal->rd_rel->relkind == RELKIND_RELATION &&
+		!journal->rd_rel->relispartition &&
+		!journal->rd_rel->relhasrules &&
+		!journal->rd_rel->relrowsecurity &&
+		!(tupdesc->constr && tupdesc->constr->has_generated_stored) &&
+		!(triggers && (triggers->trig_insert_before_row ||
+					   triggers->trig_insert_after_row ||
+					   triggers->trig_insert_instead_row ||
+					   triggers->trig_insert_before_statement ||
+					   triggers->trig_insert_after_statement ||
+					   triggers->trig_insert_new_table));
+}
+
+static void
+LookupTypes(FunctionCallInfo fcinfo)
+{
+	Oid			namespace = get_func_namespace(fcinfo->flinfo->fn_oid);
+
 	if (catalog.schema == NULL || catalog.namespace != namespace)
 	{
 		char	   *name = get_namespace_name(namespace);
@@ -131,17 +288,74 @@ PayCatalogGet(FunctionCallInfo fcinfo)
 	catalog.action_type = LookupType(namespace, "pay_action");
 	for (int action = 0; action < PAY_ACTION_COUNT; action++)
 		catalog.action_labels[action] =
-			LookupLabel(catalog.action_type, action_names[action]);
+			LookupLabel(catalog.action_type, PayActionName(action));
+}
 
-	catalog.ledger = LookupRelation(namespace, "pay_ledger");
-	LookupColumns(catalog.ledger, ledger_column_names, LEDGER_COLUMNS,
-				  catalog.ledger_attnums);
-	catalog.journal = LookupRelation(namespace, "pay_journal");
-	catalog.journal_sequence = LookupRelation(namespace, "pay_journal_seq_seq");
-	LookupColumns(catalog.journal, journal_column_names, JOURNAL_COLUMNS,
-				  catalog.journal_attnums);
+static void
+LookupTables(void)
+{
+	Relation	ledger;
+	Relation	journal;
 
-	catalog_valid = true;
+	catalog.ledger = LookupRelation(catalog.namespace, "pay_ledger");
+	ledger = table_open(catalog.ledger, AccessShareLock);
+	LookupColumns(ledger, ledger_columns, LEDGER_COLUMNS, catalog.ledger_attnums);
+	catalog.ledger_pkey = LookupLedgerKey(ledger);
+	table_close(ledger, NoLock);
+
+	catalog.journal = LookupRelation(catalog.namespace, "pay_journal");
+	catalog.journal_sequence = LookupRelation(catalog.namespace, "pay_journal_seq_seq");
+	journal = table_open(catalog.journal, AccessShareLock);
+	LookupColumns(journal, journal_columns, JOURNAL_COLUMNS, catalog.journal_attnums);
+	catalog.journal_direct = JournalAllowsDirectInsert(journal);
+	table_close(journal, NoLock);
+}
+
+/*
+ * The catalog of the extension whose function fcinfo calls: its schema and
+ * types.  The tables are not looked at.
+ */
+const PayCatalog *
+PayCatalogGet(FunctionCallInfo fcinfo)
+{
+	if (types_valid)
+		return &catalog;
+
+	if (!callbacks_registered)
+	{
+		CacheRegisterSyscacheCallback(TYPEOID, ForgetTypes, (Datum) 0);
+		CacheRegisterRelcacheCallback(ForgetTables, (Datum) 0);
+		callbacks_registered = true;
+	}
+
+	/* an error leaves the flag false; an invalidation meanwhile, a retry */
+	while (!types_valid)
+	{
+		uint64		before = invalidations;
+
+		LookupTypes(fcinfo);
+		catalog.generation++;
+		types_valid = invalidations == before;
+	}
+	return &catalog;
+}
+
+/*
+ * The catalog with the ledger's and the journal's columns.  Call it after
+ * locking the table whose columns are read.
+ */
+const PayCatalog *
+PayCatalogGetTables(FunctionCallInfo fcinfo)
+{
+	PayCatalogGet(fcinfo);
+	while (!tables_valid)
+	{
+		uint64		before = invalidations;
+
+		LookupTables();
+		catalog.generation++;
+		tables_valid = invalidations == before;
+	}
 	return &catalog;
 }
 

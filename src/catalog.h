@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * catalog.h
- *	  The extension's own objects -- schema, types, enum labels, tables and
- *	  their columns -- looked up once per backend and forgotten when a type
- *	  changes.
+ *	  The extension's own objects -- schema, types, enum labels, the ledger
+ *	  and the journal with their columns -- looked up once per backend and
+ *	  looked up again after any change to them.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,7 +16,7 @@
 
 #include "machine.h"
 
-/* The columns of pay_ledger the C code reads and writes. */
+/* The columns of pay_ledger the C code reads and writes by number. */
 typedef enum LedgerColumn
 {
 	LEDGER_BIZNO,
@@ -29,6 +29,7 @@ typedef enum LedgerColumn
 	LEDGER_CREATED_AT,
 	LEDGER_UPDATED_AT,
 	LEDGER_PROCESSING_SINCE,
+	LEDGER_NOTE,				/* since 1.2; InvalidAttrNumber before */
 	LEDGER_COLUMNS
 } LedgerColumn;
 
@@ -51,20 +52,30 @@ typedef enum JournalColumn
 
 typedef struct PayCatalog
 {
+	/* bumped whenever anything below is looked up again */
+	uint64		generation;
+
+	/* the types: valid until a type changes (DROP/CREATE EXTENSION) */
 	Oid			namespace;		/* the extension's schema */
 	const char *schema;			/* its name, quoted for SQL text */
 	Oid			status_type;	/* pay_status */
 	Oid			status_labels[PAY_STATUS_COUNT];
 	Oid			action_type;	/* pay_action */
 	Oid			action_labels[PAY_ACTION_COUNT];
+
+	/* the tables: valid until a relcache invalidation of either */
 	Oid			ledger;			/* pay_ledger */
+	Oid			ledger_pkey;	/* its primary key, on bizno */
 	AttrNumber	ledger_attnums[LEDGER_COLUMNS];
 	Oid			journal;		/* pay_journal */
 	Oid			journal_sequence;	/* pay_journal_seq_seq */
 	AttrNumber	journal_attnums[JOURNAL_COLUMNS];
+	/* may journal rows go straight into heap and indexes? (journal.c) */
+	bool		journal_direct;
 } PayCatalog;
 
 extern const PayCatalog *PayCatalogGet(FunctionCallInfo fcinfo);
+extern const PayCatalog *PayCatalogGetTables(FunctionCallInfo fcinfo);
 extern PayStatus PayStatusFromLabel(const PayCatalog *catalog, Oid label);
 
 #define PayStatusGetDatum(catalog, status) \

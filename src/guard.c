@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * guard.c
- *	  pay_guard(): the trigger that enforces the state machine on a table.
+ *	  pay_guard(): the trigger that enforces the state machine on a table;
+ *	  pay_allowed(); and the checks every trigger of the extension makes.
  *
  * Installed BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW and BEFORE
  * TRUNCATE FOR EACH STATEMENT, ENABLE ALWAYS, with the arguments
@@ -23,6 +24,14 @@
  * The column numbers are resolved from the trigger's arguments and the
  * relation's descriptor once per statement and kept in fn_extra: no catalog
  * or SPI lookup per row.
+ *
+ * Like PostgreSQL's own trigger functions, every trigger of the extension
+ * first checks how it was fired (PayCheckTriggerProtocol): a trigger
+ * created by hand for the wrong timing, level or event, or a direct call,
+ * is refused with 39P01 instead of reading a tuple that is not there.
+ *
+ * pay_allowed exposes the transition table to SQL, and
+ * PayRaiseIllegalTransition is the one error for a step it refuses.
  *
  *-------------------------------------------------------------------------
  */
@@ -53,6 +62,78 @@ typedef struct GuardConfig
 } GuardConfig;
 
 PG_FUNCTION_INFO_V1(pay_guard);
+PG_FUNCTION_INFO_V1(pay_allowed);
+
+/*
+ * Refuse (39P01) unless fcinfo is a call of the trigger manager for a row
+ * trigger fired at timing (TRIGGER_EVENT_BEFORE or TRIGGER_EVENT_AFTER) by
+ * one of events (a mask of PAY_ON_INSERT, PAY_ON_UPDATE, PAY_ON_DELETE).  A
+ * statement-level TRUNCATE is accepted when truncate_too.
+ */
+void
+PayCheckTriggerProtocol(FunctionCallInfo fcinfo, const char *function,
+						TriggerEvent timing, int events, bool truncate_too)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TriggerEvent event;
+	const char *expected;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s was not called by the trigger manager", function)));
+
+	event = trigdata->tg_event;
+	expected = timing == TRIGGER_EVENT_BEFORE ? "BEFORE" : "AFTER";
+	if ((event & TRIGGER_EVENT_TIMINGMASK) != timing)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s must be fired %s", function, expected)));
+
+	if (TRIGGER_FIRED_BY_TRUNCATE(event))
+	{
+		if (!truncate_too)
+			ereport(ERROR,
+					(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+					 errmsg("%s must not be fired by TRUNCATE", function)));
+		return;
+	}
+
+	if (!TRIGGER_FIRED_FOR_ROW(event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s must be fired FOR EACH ROW", function)));
+
+	if ((TRIGGER_FIRED_BY_INSERT(event) && !(events & PAY_ON_INSERT)) ||
+		(TRIGGER_FIRED_BY_UPDATE(event) && !(events & PAY_ON_UPDATE)) ||
+		(TRIGGER_FIRED_BY_DELETE(event) && !(events & PAY_ON_DELETE)))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s must not be fired by %s", function,
+						TRIGGER_FIRED_BY_INSERT(event) ? "INSERT" :
+						TRIGGER_FIRED_BY_UPDATE(event) ? "UPDATE" : "DELETE")));
+}
+
+/*
+ * Raise 23514 pay_status_transition for from -> to on the row described by
+ * key (e.g. "bizNo PAY-..." or "(id)=(42)").  rel may be NULL when no table
+ * is at hand (the API refuses before it writes).
+ */
+void
+PayRaiseIllegalTransition(Relation rel, const char *key, int from, PayStatus to)
+{
+	const char *from_name = from == PAY_NEW_ROW ? "(new row)" : PayStatusName(from);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_CHECK_VIOLATION),
+			 errmsg("illegal payment status transition from %s to %s",
+					from_name, PayStatusName(to)),
+			 errdetail("%s: %s -> %s is refused because %s.",
+					   key, from_name, PayStatusName(to),
+					   PayTransitionReason(from, to)),
+			 rel ? errtable(rel) : 0,
+			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_status_transition")));
+}
 
 static AttrNumber
 ColumnNumber(Relation rel, const char *column)
@@ -237,10 +318,9 @@ pay_guard(PG_FUNCTION_ARGS)
 	Relation	rel;
 	TriggerEvent event;
 
-	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("pay_guard() must be fired as a BEFORE trigger")));
+	PayCheckTriggerProtocol(fcinfo, "pay_guard()", TRIGGER_EVENT_BEFORE,
+							PAY_ON_INSERT | PAY_ON_UPDATE | PAY_ON_DELETE,
+							true);
 
 	rel = trigdata->tg_relation;
 	event = trigdata->tg_event;
@@ -302,4 +382,28 @@ pay_guard(PG_FUNCTION_ARGS)
 									   PayStatusName(status)));
 		return PointerGetDatum(tuple);
 	}
+}
+
+/*
+ * pay_allowed(from pay_status, to pay_status) returns boolean
+ *
+ * Whether from -> to is a legal transition; a NULL from is a new row.
+ * Writing the same state again is a no-op, not a transition: false.
+ */
+Datum
+pay_allowed(PG_FUNCTION_ARGS)
+{
+	const PayCatalog *catalog;
+	int			from;
+	PayStatus	to;
+
+	if (PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+
+	catalog = PayCatalogGet(fcinfo);
+	from = PG_ARGISNULL(0) ? PAY_NEW_ROW :
+		(int) PayStatusFromLabel(catalog, PG_GETARG_OID(0));
+	to = PayStatusFromLabel(catalog, PG_GETARG_OID(1));
+
+	PG_RETURN_BOOL(PayTransitionVerdict(from, to) == PAY_LEGAL);
 }

@@ -3,6 +3,12 @@
  * idempotent_pay.c
  *	  Module magic, _PG_init and the settings of idempotent_pay.
  *
+ * Every setting is checked when it is set, so a value that would fail a
+ * payment later is refused at once (22023).  The node id is set in the
+ * server's configuration only (postgresql.conf or ALTER SYSTEM, then a
+ * reload): no session, not even a superuser's, issues bizNos under another
+ * node's id.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -32,19 +38,34 @@ static const struct config_enum_entry retry_failed_options[] = {
 
 void		_PG_init(void);
 
+/*
+ * A channel name NOTIFY accepts: shorter than NAMEDATALEN bytes.
+ */
+static bool
+CheckNotifyChannel(char **newval, void **extra, GucSource source)
+{
+	if (strlen(*newval) >= NAMEDATALEN)
+	{
+		GUC_check_errdetail("A NOTIFY channel name is at most %d bytes long.",
+							NAMEDATALEN - 1);
+		return false;
+	}
+	return true;
+}
+
 void
 _PG_init(void)
 {
 	/*
-	 * Superuser-only: a role that could change the node id could make two
-	 * nodes issue bizNos from the same space.
+	 * The server's configuration only: a session that could change the node
+	 * id could issue bizNos from another node's space.
 	 */
 	DefineCustomIntVariable("idempotent_pay.node_id",
 							"Node id written into every bizNo this server issues.",
-							"Give every node of a cluster a distinct id, 0 to 1023.",
+							"Give every node of a cluster a distinct id, 0 to 1023, in postgresql.conf.",
 							&pay_node_id,
 							0, 0, BIZNO_NODE_ID_MAX,
-							PGC_SUSET,
+							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
 
@@ -82,7 +103,7 @@ _PG_init(void)
 							   "",
 							   PGC_SUSET,
 							   0,
-							   NULL, NULL, NULL);
+							   CheckNotifyChannel, NULL, NULL);
 
 	DefineCustomStringVariable("idempotent_pay.journal_note",
 							   "Note written to the journal rows of transitions that come without one.",

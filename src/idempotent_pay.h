@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * idempotent_pay.h
- *	  Settings and entry points shared by the files of idempotent_pay.
+ *	  The settings of idempotent_pay, defined in idempotent_pay.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -9,8 +9,6 @@
 #define IDEMPOTENT_PAY_H
 
 #include "postgres.h"
-
-#include "bizno_format.h"
 
 /* idempotent_pay.node_id: this server's part of every bizNo it issues */
 extern int	pay_node_id;
@@ -31,11 +29,5 @@ extern char *pay_notify_channel;
 
 /* idempotent_pay.journal_note: a note for journal rows that carry none */
 extern char *pay_journal_note;
-
-/* src/bizno.c */
-extern bool BiznoCheckKey(text *key, BiznoParts *parts);
-extern void BiznoCheckParts(text *prefix, text *biz_id);
-extern size_t BiznoGenerate(char *buf, const char *prefix, size_t prefix_len,
-							const char *biz_id, size_t biz_id_len);
 
 #endif							/* IDEMPOTENT_PAY_H */

@@ -6,16 +6,26 @@
  * pay_ledger_bookkeeping() (BEFORE INSERT OR UPDATE) keeps the columns no
  * writer may choose: prefix and biz_id come from the bizNo, attempt counts
  * the entries into PROCESSING, processing_since, created_at and updated_at
- * are stamped, and bizno, prefix, biz_id and created_at never change.
+ * are stamped, and bizno, prefix, biz_id and created_at never change
+ * (constraint name pay_immutable_column).  note is the note of this write:
+ * an UPDATE that does not set it leaves it NULL, so a note is never carried
+ * over to a later change.
  *
  * pay_ledger_journal() (AFTER INSERT, and AFTER UPDATE of status, amount
  * or currency) appends one journal row per transition and per amount
  * change, whoever wrote the ledger row -- the API or a raw statement -- so
- * the latest journal entry of a bizNo always names its status.  It inserts
- * into the heap and every index of pay_journal directly, as logical
- * replication's apply does, without planning a statement per row: the
- * journal is the extension's own table, with no INSERT triggers, and every
- * column is filled here.
+ * the latest journal entry of a bizNo always names its status.  The note
+ * comes with the row written (the ledger's note column, set by the API or
+ * by hand), else from idempotent_pay.journal_note.
+ *
+ * While the journal has exactly the columns the trigger fills and nothing
+ * else an INSERT would run (catalog.c decides: no defaults to compute, no
+ * INSERT trigger or rule, no generated column, no row security, no
+ * partitioning), a row goes straight into its heap and indexes with its
+ * NOT NULL and CHECK constraints checked, as logical replication's apply
+ * does, without planning a statement per row.  Otherwise -- a DBA added a
+ * column or a trigger -- it is inserted by an SQL statement, as the
+ * journal's owner, so the executor does everything it does for any INSERT.
  *
  * When idempotent_pay.notify_channel is set, every transition is also
  * announced with NOTIFY, which PostgreSQL delivers at commit, so listeners
@@ -29,69 +39,63 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
-#include "commands/async.h"
 #include "catalog/pg_type.h"
-#include "commands/trigger.h"
+#include "commands/async.h"
 #include "commands/sequence.h"
+#include "commands/trigger.h"
 #include "executor/executor.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/bitmapset.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
 
-#include "bizno_format.h"
+#include "bizno.h"
 #include "catalog.h"
 #include "guard.h"
 #include "idempotent_pay.h"
 #include "journal.h"
 #include "machine.h"
 
-/* The note the API gives the journal rows of its next statement. */
-static const char *journal_note = NULL;
-static bool xact_callback_registered = false;
-
 /* The name of the role last journaled as actor. */
 static Oid	actor_role = InvalidOid;
 static char actor_name[NAMEDATALEN];
 
+/* The INSERT of the journal when rows cannot go in directly. */
+static SPIPlanPtr insert_plan = NULL;
+static uint64 insert_plan_generation = 0;
+
 PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping);
 PG_FUNCTION_INFO_V1(pay_ledger_journal);
 
-static void
-ForgetNoteAtXactEnd(XactEvent event, void *arg)
-{
-	journal_note = NULL;
-}
-
-static void
-ForgetNoteAtSubXactAbort(SubXactEvent event, SubTransactionId subxid,
-						 SubTransactionId parent_subxid, void *arg)
-{
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		journal_note = NULL;
-}
-
 /*
- * Give the journal rows of the next ledger write this note (NULL for none).
- * Forgotten when the transaction ends or a subtransaction aborts, so a
- * failed call leaves nothing for a later statement to pick up.
+ * The trigger protocol of the ledger's own triggers: fired as declared in
+ * the install script, and on pay_ledger.
  */
-void
-PayJournalSetNote(const char *note)
+static const PayCatalog *
+CheckLedgerTrigger(FunctionCallInfo fcinfo, const char *function, TriggerEvent timing)
 {
-	if (!xact_callback_registered)
-	{
-		RegisterXactCallback(ForgetNoteAtXactEnd, NULL);
-		RegisterSubXactCallback(ForgetNoteAtSubXactAbort, NULL);
-		xact_callback_registered = true;
-	}
-	journal_note = note;
+	const PayCatalog *catalog;
+	Relation	rel;
+
+	PayCheckTriggerProtocol(fcinfo, function, timing,
+							PAY_ON_INSERT | PAY_ON_UPDATE, false);
+	rel = ((TriggerData *) fcinfo->context)->tg_relation;
+	catalog = PayCatalogGetTables(fcinfo);
+	if (RelationGetRelid(rel) != catalog->ledger)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s fires only on pay_ledger, not on \"%s\"",
+						function, RelationGetRelationName(rel))));
+	return catalog;
 }
 
 static Datum
@@ -125,12 +129,12 @@ CheckUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_CHECK_VIOLATION),
-			 errmsg("column \"%s\" is frozen on table \"pay_ledger\"",
+			 errmsg("column \"%s\" of table \"pay_ledger\" never changes",
 					NameStr(attr->attname)),
-			 errdetail("%s: \"%s\" never changes once the payment is recorded.",
+			 errdetail("%s: \"%s\" is fixed when the payment is recorded.",
 					   PayRowKeyDescription(rel, oldtuple), NameStr(attr->attname)),
 			 errtable(rel),
-			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_frozen_column")));
+			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_immutable_column")));
 }
 
 /*
@@ -139,9 +143,10 @@ CheckUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 Datum
 pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 {
+	const PayCatalog *catalog = CheckLedgerTrigger(fcinfo, "pay_ledger_bookkeeping()",
+												   TRIGGER_EVENT_BEFORE);
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel = trigdata->tg_relation;
-	const PayCatalog *catalog = PayCatalogGet(fcinfo);
 	const AttrNumber *col = catalog->ledger_attnums;
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	Datum		now = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
@@ -212,6 +217,16 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 			nulls[ncolumns + 1] = false;
 		}
 		ncolumns += 2;
+
+		/* a note belongs to the write that sets it */
+		if (col[LEDGER_NOTE] != InvalidAttrNumber &&
+			!bms_is_member(col[LEDGER_NOTE] - FirstLowInvalidHeapAttributeNumber,
+						   trigdata->tg_updatedcols))
+		{
+			columns[ncolumns] = col[LEDGER_NOTE];
+			nulls[ncolumns] = true;
+			values[ncolumns++] = (Datum) 0;
+		}
 	}
 
 	columns[ncolumns] = col[LEDGER_UPDATED_AT];
@@ -235,13 +250,13 @@ ActorName(void)
 }
 
 /*
- * Append one row to pay_journal: heap, then every index.  values and nulls
- * are indexed by JournalColumn.
+ * Append one row to the journal, already opened and locked: heap, then
+ * every index.  values and nulls are indexed by JournalColumn.
  */
 static void
-InsertJournalRow(const PayCatalog *catalog, const Datum *values, const bool *nulls)
+InsertJournalRowDirectly(const PayCatalog *catalog, Relation journal,
+						 const Datum *values, const bool *nulls)
 {
-	Relation	journal = table_open(catalog->journal, RowExclusiveLock);
 	TupleDesc	tupdesc = RelationGetDescr(journal);
 	EState	   *estate = CreateExecutorState();
 	ResultRelInfo *result_rel = makeNode(ResultRelInfo);
@@ -267,7 +282,53 @@ InsertJournalRow(const PayCatalog *catalog, const Datum *values, const bool *nul
 	ExecCloseIndices(result_rel);
 	ExecResetTupleTable(estate->es_tupleTable, false);
 	FreeExecutorState(estate);
-	table_close(journal, NoLock);
+}
+
+/*
+ * Append one row to the journal by an INSERT statement, as the journal's
+ * owner (the session's role may not insert into it; the actor column still
+ * names that role): defaults, triggers, rules and everything else an
+ * INSERT does apply.
+ */
+static void
+InsertJournalRowBySql(const PayCatalog *catalog, Relation journal,
+					  const Datum *values, const bool *nulls)
+{
+	Oid			types[JOURNAL_COLUMNS] = {
+		INT8OID, TEXTOID, INT4OID, catalog->status_type, catalog->status_type,
+		NUMERICOID, TEXTOID, TIMESTAMPTZOID, XID8OID, TEXTOID, TEXTOID
+	};
+	char		spi_nulls[JOURNAL_COLUMNS];
+	Oid			saved_user;
+	int			saved_context;
+	int			ret;
+
+	for (int i = 0; i < JOURNAL_COLUMNS; i++)
+		spi_nulls[i] = nulls[i] ? 'n' : ' ';
+
+	GetUserIdAndSecContext(&saved_user, &saved_context);
+	SetUserIdAndSecContext(journal->rd_rel->relowner,
+						   saved_context | SECURITY_LOCAL_USERID_CHANGE);
+	SPI_connect();
+	if (insert_plan == NULL || insert_plan_generation != catalog->generation)
+	{
+		if (insert_plan != NULL)
+			SPI_freeplan(insert_plan);
+		insert_plan = SPI_prepare(psprintf("INSERT INTO %s.pay_journal (seq, bizno, attempt, "
+										   "from_status, to_status, amount, currency, at, txid, "
+										   "actor, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
+										   "$9, $10, $11)", catalog->schema),
+								  JOURNAL_COLUMNS, types);
+		if (insert_plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(insert_plan);
+		insert_plan_generation = catalog->generation;
+	}
+	ret = SPI_execute_plan(insert_plan, (Datum *) values, spi_nulls, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
+	SPI_finish();
+	SetUserIdAndSecContext(saved_user, saved_context);
 }
 
 /*
@@ -291,25 +352,28 @@ NotifyTransition(const char *bizno, int from, PayStatus to, int32 attempt)
 Datum
 pay_ledger_journal(PG_FUNCTION_ARGS)
 {
+	const PayCatalog *catalog = CheckLedgerTrigger(fcinfo, "pay_ledger_journal()",
+												   TRIGGER_EVENT_AFTER);
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel = trigdata->tg_relation;
-	const PayCatalog *catalog = PayCatalogGet(fcinfo);
-	const AttrNumber *col = catalog->ledger_attnums;
 	bool		is_update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
 	HeapTuple	tuple = is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	Relation	journal;
+	const AttrNumber *col;
 	Datum		values[JOURNAL_COLUMNS];
 	bool		nulls[JOURNAL_COLUMNS];
 	int			from = PAY_NEW_ROW;
-	PayStatus	to = LedgerStatus(catalog, rel, tuple);
-	const char *note = journal_note;
+	PayStatus	to;
 	bool		isnull;
 
+	/* lock the journal, then read its columns: an ALTER is seen */
+	journal = table_open(catalog->journal, RowExclusiveLock);
+	catalog = PayCatalogGetTables(fcinfo);
+	col = catalog->ledger_attnums;
+
+	to = LedgerStatus(catalog, rel, tuple);
 	if (is_update)
 		from = LedgerStatus(catalog, rel, trigdata->tg_trigtuple);
-	if (note == NULL && pay_journal_note != NULL && pay_journal_note[0] != '\0')
-		note = pay_journal_note;
-	if (note == NULL && from == (int) to)
-		note = "amount or currency changed";
 
 	memset(nulls, false, sizeof(nulls));
 	values[JOURNAL_SEQ] = Int64GetDatum(nextval_internal(catalog->journal_sequence,
@@ -324,10 +388,27 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	values[JOURNAL_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	values[JOURNAL_TXID] = FullTransactionIdGetDatum(GetTopFullTransactionId());
 	values[JOURNAL_ACTOR] = CStringGetTextDatum(ActorName());
-	nulls[JOURNAL_NOTE] = note == NULL;
-	values[JOURNAL_NOTE] = note ? CStringGetTextDatum(note) : (Datum) 0;
 
-	InsertJournalRow(catalog, values, nulls);
+	/* the note of this write, else the session's, else what changed */
+	nulls[JOURNAL_NOTE] = true;
+	if (col[LEDGER_NOTE] != InvalidAttrNumber)
+		values[JOURNAL_NOTE] = GetColumn(tuple, rel, col[LEDGER_NOTE], &nulls[JOURNAL_NOTE]);
+	if (nulls[JOURNAL_NOTE] && pay_journal_note != NULL && pay_journal_note[0] != '\0')
+	{
+		values[JOURNAL_NOTE] = CStringGetTextDatum(pay_journal_note);
+		nulls[JOURNAL_NOTE] = false;
+	}
+	if (nulls[JOURNAL_NOTE] && from == (int) to)
+	{
+		values[JOURNAL_NOTE] = CStringGetTextDatum("amount or currency changed");
+		nulls[JOURNAL_NOTE] = false;
+	}
+
+	if (catalog->journal_direct)
+		InsertJournalRowDirectly(catalog, journal, values, nulls);
+	else
+		InsertJournalRowBySql(catalog, journal, values, nulls);
+	table_close(journal, NoLock);
 
 	if (from != (int) to && pay_notify_channel != NULL && pay_notify_channel[0] != '\0')
 		NotifyTransition(TextDatumGetCString(values[JOURNAL_BIZNO]), from, to,

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * journal.h
- *	  The ledger's own triggers: derived columns and the journal.
+ *	  The ledger's own triggers: derived columns and the journal.  They are
+ *	  reached only through the trigger manager; nothing else is shared.
  *
  *-------------------------------------------------------------------------
  */
@@ -10,6 +11,9 @@
 
 #include "postgres.h"
 
-extern void PayJournalSetNote(const char *note);
+#include "fmgr.h"
+
+extern Datum pay_ledger_bookkeeping(PG_FUNCTION_ARGS);
+extern Datum pay_ledger_journal(PG_FUNCTION_ARGS);
 
 #endif							/* JOURNAL_H */

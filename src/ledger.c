@@ -13,7 +13,12 @@
  * snapshot a statement would take: it is the whole duplicate-retry path,
  * and the first step of every new payment.  The ledger's triggers (guard.c,
  * journal.c) enforce the state machine and write the journal for these
- * writes as for any other.
+ * writes as for any other; a note for the journal travels in the row
+ * written (the ledger's note column).
+ *
+ * What to do with a payment is never decided here: pay_begin asks
+ * PayDecideBegin, settling and pay_transition ask PayTransitionVerdict
+ * (machine.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -32,14 +37,17 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-#include "bizno_format.h"
+#include "amount.h"
+#include "bizno.h"
 #include "catalog.h"
+#include "guard.h"
 #include "idempotent_pay.h"
-#include "journal.h"
+#include "ledger.h"
 #include "machine.h"
 #include "stats.h"
 
@@ -48,6 +56,7 @@ typedef enum LedgerPlan
 {
 	PLAN_LOCK,
 	PLAN_INSERT,
+	PLAN_INSERT_STRICT,
 	PLAN_SET_STATUS,
 	PLAN_SETTLE,
 	PLAN_SET_AMOUNT,
@@ -55,7 +64,11 @@ typedef enum LedgerPlan
 	PLAN_COUNT
 } LedgerPlan;
 
-/* %1$s is the quoted schema; = is pinned to pg_catalog. */
+/*
+ * %1$s is the quoted schema; = is pinned to pg_catalog.  %2$s sets the
+ * note column to the parameter note_params names, where the ledger has that
+ * column (1.2 on); it is the empty string before.
+ */
 #define EQ "OPERATOR(pg_catalog.=)"
 static const char *const plan_queries[PLAN_COUNT] = {
 	[PLAN_LOCK] =
@@ -63,11 +76,13 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	[PLAN_INSERT] =
 	"INSERT INTO %1$s.pay_ledger (bizno, status, amount, currency) VALUES ($1, $2, $3, $4) "
 	"ON CONFLICT DO NOTHING",
+	[PLAN_INSERT_STRICT] =
+	"INSERT INTO %1$s.pay_ledger (bizno, status, amount, currency) VALUES ($1, $2, $3, $4)",
 	[PLAN_SET_STATUS] =
-	"UPDATE %1$s.pay_ledger SET status = $2 WHERE bizno " EQ " $1",
+	"UPDATE %1$s.pay_ledger SET status = $2%2$s WHERE bizno " EQ " $1",
 	[PLAN_SETTLE] =
 	"UPDATE %1$s.pay_ledger SET status = $2, channel_ref = COALESCE($3, channel_ref), "
-	"last_error = COALESCE($4, last_error) "
+	"last_error = COALESCE($4, last_error)%2$s "
 	"WHERE bizno " EQ " $1 AND status " EQ " $5 AND attempt " EQ " COALESCE($6, attempt)",
 	[PLAN_SET_AMOUNT] =
 	"UPDATE %1$s.pay_ledger SET amount = $2, currency = $3 WHERE bizno " EQ " $1",
@@ -76,9 +91,17 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	"WHERE prefix " EQ " $1 AND biz_id " EQ " $2",
 };
 
+/* the parameter with the note of a plan that writes one */
+static const int note_params[PLAN_COUNT] = {
+	[PLAN_SET_STATUS] = 3,
+	[PLAN_SETTLE] = 4,			/* a failure's reason is its note */
+};
+
 static SPIPlanPtr plans[PLAN_COUNT];
-/* the pay_status the plans were made for: new after CREATE EXTENSION */
-static Oid	plans_status_type = InvalidOid;
+/* the catalog generation the plans were made for */
+static uint64 plans_generation = 0;
+/* whether they write the note column; notes go through the setting if not */
+static bool plans_write_note = false;
 
 /* A ledger row as the API reads it; SPI reads live in SPI memory. */
 typedef struct LedgerRow
@@ -109,7 +132,8 @@ PG_FUNCTION_INFO_V1(pay_reset);
 PG_FUNCTION_INFO_V1(pay_transition);
 
 /*
- * Prepare the plans once per backend (again if the extension was recreated).
+ * Prepare the plans for the catalog as it is now: once per backend, and
+ * again whenever the catalog was looked up again.
  */
 static void
 PreparePlans(const PayCatalog *catalog)
@@ -118,41 +142,76 @@ PreparePlans(const PayCatalog *catalog)
 	Oid			argtypes[PLAN_COUNT][6] = {
 		[PLAN_LOCK] = {TEXTOID},
 		[PLAN_INSERT] = {TEXTOID, status, NUMERICOID, TEXTOID},
-		[PLAN_SET_STATUS] = {TEXTOID, status},
+		[PLAN_INSERT_STRICT] = {TEXTOID, status, NUMERICOID, TEXTOID},
+		[PLAN_SET_STATUS] = {TEXTOID, status, TEXTOID},
 		[PLAN_SETTLE] = {TEXTOID, status, TEXTOID, TEXTOID, status, INT4OID},
 		[PLAN_SET_AMOUNT] = {TEXTOID, NUMERICOID, TEXTOID},
 		[PLAN_FIND_ORDER] = {TEXTOID, TEXTOID},
 	};
 	static const int nargs[PLAN_COUNT] = {
-		[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_SET_STATUS] = 2,
-		[PLAN_SETTLE] = 6,[PLAN_SET_AMOUNT] = 3,[PLAN_FIND_ORDER] = 2,
+		[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_INSERT_STRICT] = 4,
+		[PLAN_SET_STATUS] = 3,[PLAN_SETTLE] = 6,[PLAN_SET_AMOUNT] = 3,
+		[PLAN_FIND_ORDER] = 2,
 	};
+	bool		write_note = catalog->ledger_attnums[LEDGER_NOTE] != InvalidAttrNumber;
 
-	if (plans_status_type == catalog->status_type)
+	if (plans_generation == catalog->generation)
 		return;
 
 	for (int i = 0; i < PLAN_COUNT; i++)
 	{
+		const char *set_note = write_note && note_params[i] ?
+		psprintf(", note = $%d", note_params[i]) : "";
+
 		if (plans[i] != NULL)
 			SPI_freeplan(plans[i]);
-		plans[i] = SPI_prepare(psprintf(plan_queries[i], catalog->schema),
+		plans[i] = SPI_prepare(psprintf(plan_queries[i], catalog->schema, set_note),
 							   nargs[i], argtypes[i]);
 		if (plans[i] == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 		SPI_keepplan(plans[i]);
 	}
-	plans_status_type = catalog->status_type;
+	plans_generation = catalog->generation;
+	plans_write_note = write_note;
 }
 
 /* Run a saved plan; nulls as SPI wants them ('n' or ' '). */
 static uint64
-RunPlan(LedgerPlan plan, Datum *values, const char *nulls)
+RunPlan(const PayCatalog *catalog, LedgerPlan plan, Datum *values, const char *nulls)
 {
-	int			ret = SPI_execute_plan(plans[plan], values, nulls, false, 0);
+	int			ret;
 
+	PreparePlans(catalog);
+	ret = SPI_execute_plan(plans[plan], values, nulls, false, 0);
 	if (ret < 0)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	return SPI_processed;
+}
+
+/*
+ * Run a plan that writes a note (NULL for none).  The note is one of the
+ * plan's parameters, stored in the row it writes; a ledger of an older
+ * version has no note column until ALTER EXTENSION UPDATE, and there the
+ * note is given to the journal as idempotent_pay.journal_note for the
+ * duration of the statement alone, as a function's SET clause would.
+ */
+static uint64
+RunNotedPlan(const PayCatalog *catalog, LedgerPlan plan, Datum *values, const char *nulls,
+			 const char *note)
+{
+	int			nest_level;
+	uint64		processed;
+
+	PreparePlans(catalog);
+	if (plans_write_note || note == NULL)
+		return RunPlan(catalog, plan, values, nulls);
+
+	nest_level = NewGUCNestLevel();
+	(void) set_config_option("idempotent_pay.journal_note", note, PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	processed = RunPlan(catalog, plan, values, nulls);
+	AtEOXact_GUC(true, nest_level);
+	return processed;
 }
 
 /*
@@ -166,7 +225,7 @@ ReadRow(const PayCatalog *catalog, LedgerPlan plan, Datum *args, LedgerRow *row)
 	TupleDesc	tupdesc;
 	bool		isnull;
 
-	if (RunPlan(plan, args, NULL) == 0)
+	if (RunPlan(catalog, plan, args, NULL) == 0)
 		return false;
 
 	tuple = SPI_tuptable->vals[0];
@@ -194,10 +253,12 @@ LockRow(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
  * by the index and heap access methods.  false when there is no row.
  */
 static bool
-ProbeRow(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
+ProbeRow(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 {
-	Relation	ledger = table_open(catalog->ledger, AccessShareLock);
-	Relation	pkey = index_open(RelationGetPrimaryKeyIndex(ledger), AccessShareLock);
+	Relation	ledger = table_open(PayCatalogGetTables(fcinfo)->ledger, AccessShareLock);
+	/* the columns as they are now that the ledger is locked */
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	Relation	pkey = index_open(catalog->ledger_pkey, AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(ledger, NULL);
 	Snapshot	snapshot;
 	IndexScanDesc scan;
@@ -239,16 +300,20 @@ ProbeRow(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 static void
 SetStatus(const PayCatalog *catalog, Datum bizno, PayStatus status, const char *note)
 {
-	Datum		args[2] = {bizno, PayStatusGetDatum(catalog, status)};
+	Datum		args[3] = {bizno, PayStatusGetDatum(catalog, status),
+	note ? CStringGetTextDatum(note) : (Datum) 0};
+	char		nulls[3] = {' ', ' ', note ? ' ' : 'n'};
 
-	PayJournalSetNote(note);
-	RunPlan(PLAN_SET_STATUS, args, NULL);
-	PayJournalSetNote(NULL);
+	RunNotedPlan(catalog, PLAN_SET_STATUS, args, nulls, note);
 }
 
-/* Insert a new ledger row; false when a row with a unique key exists. */
+/*
+ * Insert a new ledger row.  With ON CONFLICT DO NOTHING (plan PLAN_INSERT)
+ * false when a row with any unique key of it exists; with PLAN_INSERT_STRICT
+ * such a row raises the unique violation that names its index.
+ */
 static bool
-InsertRow(const PayCatalog *catalog, Datum bizno, PayStatus status,
+InsertRow(const PayCatalog *catalog, LedgerPlan plan, Datum bizno, PayStatus status,
 		  const PaymentAmount *amount)
 {
 	Datum		args[4] = {bizno, PayStatusGetDatum(catalog, status),
@@ -256,7 +321,7 @@ InsertRow(const PayCatalog *catalog, Datum bizno, PayStatus status,
 	char		nulls[4] = {' ', ' ', amount->has_amount ? ' ' : 'n',
 	amount->has_currency ? ' ' : 'n'};
 
-	return RunPlan(PLAN_INSERT, args, nulls) == 1;
+	return RunPlan(catalog, plan, args, nulls) == 1;
 }
 
 static const char *
@@ -296,7 +361,7 @@ RequireArgument(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errmsg("%s must not be null", name)));
 }
 
-/* Amount (> 0, finite) and currency (ISO 4217) arguments, each optional. */
+/* Amount and currency arguments, each optional, held to amount.c's rule. */
 static PaymentAmount
 AmountArguments(FunctionCallInfo fcinfo, int amount_arg, int currency_arg)
 {
@@ -304,36 +369,15 @@ AmountArguments(FunctionCallInfo fcinfo, int amount_arg, int currency_arg)
 
 	if (!PG_ARGISNULL(amount_arg))
 	{
-		Numeric		amount = PG_GETARG_NUMERIC(amount_arg);
-
-		if (numeric_is_nan(amount) || numeric_is_inf(amount) ||
-			!DatumGetBool(DirectFunctionCall2(numeric_gt, NumericGetDatum(amount),
-											  DirectFunctionCall1(int4_numeric,
-																  Int32GetDatum(0)))))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid payment amount %s",
-							DatumGetCString(DirectFunctionCall1(numeric_out,
-																NumericGetDatum(amount)))),
-					 errdetail("An amount is a finite number greater than 0.")));
+		PayCheckAmount(PG_GETARG_NUMERIC(amount_arg));
 		result.has_amount = true;
-		result.amount = NumericGetDatum(amount);
+		result.amount = PG_GETARG_DATUM(amount_arg);
 	}
 	if (!PG_ARGISNULL(currency_arg))
 	{
-		text	   *currency = PG_GETARG_TEXT_PP(currency_arg);
-		const char *code = VARDATA_ANY(currency);
-		bool		valid = VARSIZE_ANY_EXHDR(currency) == 3;
-
-		for (int i = 0; valid && i < 3; i++)
-			valid = code[i] >= 'A' && code[i] <= 'Z';
-		if (!valid)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid currency \"%s\"", text_to_cstring(currency)),
-					 errdetail("A currency is an ISO 4217 code: three upper-case letters.")));
+		PayCheckCurrency(PG_GETARG_TEXT_PP(currency_arg));
 		result.has_currency = true;
-		result.currency = PointerGetDatum(currency);
+		result.currency = PointerGetDatum(PG_GETARG_TEXT_PP(currency_arg));
 	}
 	return result;
 }
@@ -404,13 +448,14 @@ ApplyAmount(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 	nulls[1] = (amount->has_amount || !row->amount_null) ? ' ' : 'n';
 	args[2] = amount->has_currency ? amount->currency : row->currency;
 	nulls[2] = (amount->has_currency || !row->currency_null) ? ' ' : 'n';
-	RunPlan(PLAN_SET_AMOUNT, args, nulls);
+	RunPlan(catalog, PLAN_SET_AMOUNT, args, nulls);
 }
 
 /*
  * Insert failed on a unique key but no row has this bizNo: another bizNo
- * holds the same (prefix, biz_id).  Raise 23505 naming it; return when the
- * holder vanished meanwhile, so the caller tries again.
+ * may hold the same (prefix, biz_id).  Raise 23505 naming it; return when
+ * there is none (the holder vanished meanwhile, or another unique index of
+ * the DBA's refused the row).
  */
 static void
 RaiseIfOrderTaken(const PayCatalog *catalog, Datum bizno)
@@ -438,32 +483,19 @@ RaiseIfOrderTaken(const PayCatalog *catalog, Datum bizno)
 }
 
 /*
- * The pay_begin decision on a row read plainly (SUCCESS, PROCESSING) or
- * under lock (INIT, FAILED).
+ * Carry out the machine's pay_begin decision on a row read plainly (when
+ * the decision writes nothing) or under lock (when it does).
  */
 static PayAction
-DecideBegin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
-			const PaymentAmount *amount)
+Begin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
+	  const PaymentAmount *amount, PayBeginDecision decision)
 {
 	ApplyAmount(catalog, bizno, row, amount);
-	switch (row->status)
-	{
-		case PAY_SUCCESS:
-			return PAY_ALREADY_SUCCEEDED;
-		case PAY_PROCESSING:
-			return PAY_IN_PROGRESS;
-		case PAY_INIT:
-			SetStatus(catalog, bizno, PAY_PROCESSING, NULL);
-			return PAY_PROCEED;
-		case PAY_FAILED:
-			if (pay_retry_failed == PAY_RETRY_MANUAL)
-				return PAY_NEEDS_RESET;
-			SetStatus(catalog, bizno, PAY_INIT,
-					  "reset by pay_begin (idempotent_pay.retry_failed = auto)");
-			SetStatus(catalog, bizno, PAY_PROCESSING, NULL);
-			return PAY_PROCEED;
-	}
-	pg_unreachable();
+	for (int i = 0; i < decision.nsteps; i++)
+		SetStatus(catalog, bizno, decision.steps[i],
+				  decision.steps[i] == PAY_INIT ?
+				  "reset by pay_begin (idempotent_pay.retry_failed = auto)" : NULL);
+	return decision.action;
 }
 
 /*
@@ -472,34 +504,51 @@ DecideBegin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 Datum
 pay_begin(PG_FUNCTION_ARGS)
 {
-	const PayCatalog *catalog = PayCatalogGet(fcinfo);
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	Datum		bizno = KeyArgument(fcinfo, 0);
 	PaymentAmount amount = AmountArguments(fcinfo, 1, 2);
+	bool		retry_failed = pay_retry_failed == PAY_RETRY_AUTO;
+	PayBeginDecision decision;
 	PayAction	action;
 	LedgerRow	row;
 
 	SPI_connect();
-	PreparePlans(catalog);
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (!ProbeRow(catalog, bizno, &row))
+		if (!ProbeRow(fcinfo, bizno, &row))
 		{
-			if (InsertRow(catalog, bizno, PAY_PROCESSING, &amount))
+			decision = PayDecideBegin(PAY_NEW_ROW, retry_failed);
+			if (InsertRow(catalog, PLAN_INSERT, bizno, decision.steps[0], &amount))
 			{
-				action = PAY_PROCEED;
+				action = decision.action;
 				break;
 			}
-			if (!ProbeRow(catalog, bizno, &row))
+			if (!ProbeRow(fcinfo, bizno, &row))
 			{
 				RaiseIfOrderTaken(catalog, bizno);
-				continue;
+
+				/*
+				 * No row holds this bizNo or its business action, yet a
+				 * unique index refused it: one of the DBA's, or the holder
+				 * is gone.  Insert without ON CONFLICT: PostgreSQL names the
+				 * index that refuses it, or the row goes in.
+				 */
+				InsertRow(catalog, PLAN_INSERT_STRICT, bizno, decision.steps[0], &amount);
+				action = decision.action;
+				break;
 			}
 		}
-		if ((row.status == PAY_INIT || row.status == PAY_FAILED) &&
-			!LockRow(catalog, bizno, &row))
-			continue;			/* deleted meanwhile */
-		action = DecideBegin(catalog, bizno, &row, &amount);
+		decision = PayDecideBegin(row.status, retry_failed);
+		/* a decision that writes is taken again on the row under lock */
+		if (decision.nsteps > 0 ||
+			(!PayStatusIsFrozen(row.status) && AmountDiffers(&row, &amount)))
+		{
+			if (!LockRow(catalog, bizno, &row))
+				continue;		/* deleted meanwhile */
+			decision = PayDecideBegin(row.status, retry_failed);
+		}
+		action = Begin(catalog, bizno, &row, &amount, decision);
 		break;
 	}
 	SPI_finish();
@@ -515,7 +564,7 @@ pay_begin(PG_FUNCTION_ARGS)
 static Datum
 Settle(FunctionCallInfo fcinfo, PayStatus target)
 {
-	const PayCatalog *catalog = PayCatalogGet(fcinfo);
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	Datum		bizno = KeyArgument(fcinfo, 0);
 	const char *reason = NULL;
 	Datum		args[6];
@@ -532,6 +581,7 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 		if (target == PAY_FAILED)
 			reason = TextDatumGetCString(PG_GETARG_DATUM(1));
 	}
+	/* the one state SUCCESS and FAILED are entered from */
 	args[4] = PayStatusGetDatum(catalog, PAY_PROCESSING);
 	if (!PG_ARGISNULL(2))
 	{
@@ -540,19 +590,15 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 	}
 
 	SPI_connect();
-	PreparePlans(catalog);
 	for (;;)
 	{
-		uint64		settled;
+		PayVerdict	verdict;
 
 		CHECK_FOR_INTERRUPTS();
-		PayJournalSetNote(reason);
-		settled = RunPlan(PLAN_SETTLE, args, nulls);
-		PayJournalSetNote(NULL);
-		if (settled == 1)
+		if (RunNotedPlan(catalog, PLAN_SETTLE, args, nulls, reason) == 1)
 			break;
 
-		if (!ProbeRow(catalog, bizno, &row))
+		if (!ProbeRow(fcinfo, bizno, &row))
 			RaiseUnknownPayment(bizno);
 		if (!PG_ARGISNULL(2) && row.attempt != PG_GETARG_INT32(2))
 			ereport(ERROR,
@@ -561,9 +607,10 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 							PG_GETARG_INT32(2), TextDatumGetCString(bizno)),
 					 errdetail("The current attempt is %d, %s.", row.attempt,
 							   PayStatusName(row.status))));
-		if (row.status == target)
+		verdict = PayTransitionVerdict(row.status, target);
+		if (verdict == PAY_NO_OP)
 			break;				/* a duplicate callback */
-		if (row.status != PAY_PROCESSING)
+		if (verdict == PAY_ILLEGAL)
 			PayRaiseIllegalTransition(NULL, KeyDescription(bizno), row.status, target);
 		/* it left and re-entered PROCESSING meanwhile: settle that attempt */
 	}
@@ -597,11 +644,10 @@ static Datum
 GuardedTransition(FunctionCallInfo fcinfo, Datum bizno, PayStatus target,
 				  const char *note)
 {
-	const PayCatalog *catalog = PayCatalogGet(fcinfo);
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	LedgerRow	row;
 
 	SPI_connect();
-	PreparePlans(catalog);
 	if (!LockRow(catalog, bizno, &row))
 		RaiseUnknownPayment(bizno);
 	switch (PayTransitionVerdict(row.status, target))
@@ -654,7 +700,7 @@ pay_transition(PG_FUNCTION_ARGS)
 Datum
 pay_open(PG_FUNCTION_ARGS)
 {
-	const PayCatalog *catalog = PayCatalogGet(fcinfo);
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	text	   *prefix;
 	text	   *biz_id;
 	PaymentAmount amount;
@@ -662,6 +708,7 @@ pay_open(PG_FUNCTION_ARGS)
 	Datum		bizno;
 	LedgerRow	row;
 	char		buf[BIZNO_MAX_LEN + 1];
+	LedgerPlan	insert = PLAN_INSERT;
 
 	RequireArgument(fcinfo, 0, "prefix");
 	RequireArgument(fcinfo, 1, "biz_id");
@@ -674,7 +721,6 @@ pay_open(PG_FUNCTION_ARGS)
 	order[1] = PointerGetDatum(biz_id);
 
 	SPI_connect();
-	PreparePlans(catalog);
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -694,11 +740,19 @@ pay_open(PG_FUNCTION_ARGS)
 																	   VARSIZE_ANY_EXHDR(prefix),
 																	   VARDATA_ANY(biz_id),
 																	   VARSIZE_ANY_EXHDR(biz_id))));
-		if (InsertRow(catalog, bizno, PAY_INIT, &amount))
+		if (InsertRow(catalog, insert, bizno, PAY_INIT, &amount))
 		{
 			bizno = SPI_datumTransfer(bizno, false, -1);
 			break;
 		}
+
+		/*
+		 * A unique key refused the new row: the business action was
+		 * recorded meanwhile, which the next pass finds, or a unique index
+		 * of the DBA's refuses it, which the next pass lets PostgreSQL
+		 * name by inserting without ON CONFLICT.
+		 */
+		insert = PLAN_INSERT_STRICT;
 	}
 	SPI_finish();
 

@@ -1,24 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * machine.c
- *	  The one table of legal payment transitions (SPEC section 4).
+ *	  The one table of legal payment transitions (SPEC section 4) and every
+ *	  rule derived from it.
  *
  * Every path that changes a payment status asks PayTransitionVerdict: the
  * SQL API (ledger.c), the guard trigger on the ledger and on user tables
- * (guard.c), and pay_allowed.  The reasons for refusals live beside the
- * table, so an error always says why.
+ * (guard.c), and pay_allowed.  pay_begin's answers come from
+ * PayDecideBegin, which reads them off the same table.  The reasons for
+ * refusals live beside the table, so an error always says why.
+ *
+ * No server headers here: the machine is plain data and plain functions.
  *
  *-------------------------------------------------------------------------
  */
-#include "postgres.h"
-
-#include "access/htup_details.h"
-#include "funcapi.h"
-#include "utils/builtins.h"
-#include "utils/rel.h"
-
-#include "catalog.h"
 #include "machine.h"
+
+#include <string.h>
 
 #define L	PAY_LEGAL
 #define N	PAY_NO_OP
@@ -42,7 +40,9 @@ static const char *const status_names[PAY_STATUS_COUNT] = {
 	"INIT", "PROCESSING", "SUCCESS", "FAILED"
 };
 
-PG_FUNCTION_INFO_V1(pay_allowed);
+static const char *const action_names[PAY_ACTION_COUNT] = {
+	"PROCEED", "ALREADY_SUCCEEDED", "IN_PROGRESS", "NEEDS_RESET"
+};
 
 const char *
 PayStatusName(PayStatus status)
@@ -50,16 +50,22 @@ PayStatusName(PayStatus status)
 	return status_names[status];
 }
 
+const char *
+PayActionName(PayAction action)
+{
+	return action_names[action];
+}
+
 /*
  * The state whose label is the len bytes at label (not NUL-terminated, as
  * in a text datum); false when it is no label of pay_status.
  */
 bool
-PayStatusFromText(const char *label, size_t len, PayStatus *status)
+PayStatusFromText(const char *label, int len, PayStatus *status)
 {
 	for (int s = 0; s < PAY_STATUS_COUNT; s++)
 	{
-		if (strlen(status_names[s]) == len && memcmp(label, status_names[s], len) == 0)
+		if ((int) strlen(status_names[s]) == len && memcmp(label, status_names[s], len) == 0)
 		{
 			*status = (PayStatus) s;
 			return true;
@@ -104,46 +110,48 @@ PayTransitionReason(int from, PayStatus to)
 }
 
 /*
- * Raise 23514 pay_status_transition for from -> to on the row described by
- * key (e.g. "bizNo PAY-..." or "(id)=(42)").  rel may be NULL when no table
- * is at hand (the API refuses before it writes).
+ * Whether amount and currency (and a guarded table's frozen columns) keep
+ * their values in this state: while the bank may be charging, and after.
  */
-void
-PayRaiseIllegalTransition(Relation rel, const char *key, int from, PayStatus to)
+bool
+PayStatusIsFrozen(PayStatus status)
 {
-	const char *from_name = from == PAY_NEW_ROW ? "(new row)" : status_names[from];
-
-	ereport(ERROR,
-			(errcode(ERRCODE_CHECK_VIOLATION),
-			 errmsg("illegal payment status transition from %s to %s",
-					from_name, status_names[to]),
-			 errdetail("%s: %s -> %s is refused because %s.",
-					   key, from_name, status_names[to],
-					   PayTransitionReason(from, to)),
-			 rel ? errtable(rel) : 0,
-			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_status_transition")));
+	return status == PAY_PROCESSING || status == PAY_SUCCESS;
 }
 
 /*
- * pay_allowed(from pay_status, to pay_status) returns boolean
+ * pay_begin's decision on a payment found in state found (PAY_NEW_ROW when
+ * there is none), read off the transition table:
  *
- * Whether from -> to is a legal transition; a NULL from is a new row.
- * Writing the same state again is a no-op, not a transition: false.
+ * - PROCESSING can be entered: PROCEED, entering it (a new row, INIT);
+ * - found is PROCESSING itself, which is never entered again: IN_PROGRESS;
+ * - INIT can be entered and PROCESSING after it (a reset): PROCEED through
+ *	 both when retry_failed, else NEEDS_RESET (FAILED);
+ * - nothing can be entered: the payment is final, ALREADY_SUCCEEDED.
  */
-Datum
-pay_allowed(PG_FUNCTION_ARGS)
+PayBeginDecision
+PayDecideBegin(int found, bool retry_failed)
 {
-	const PayCatalog *catalog;
-	int			from;
-	PayStatus	to;
+	PayBeginDecision decision = {0};
 
-	if (PG_ARGISNULL(1))
-		PG_RETURN_NULL();
-
-	catalog = PayCatalogGet(fcinfo);
-	from = PG_ARGISNULL(0) ? PAY_NEW_ROW :
-		(int) PayStatusFromLabel(catalog, PG_GETARG_OID(0));
-	to = PayStatusFromLabel(catalog, PG_GETARG_OID(1));
-
-	PG_RETURN_BOOL(PayTransitionVerdict(from, to) == PAY_LEGAL);
+	if (PayTransitionVerdict(found, PAY_PROCESSING) == PAY_LEGAL)
+	{
+		decision.action = PAY_PROCEED;
+		decision.steps[decision.nsteps++] = PAY_PROCESSING;
+	}
+	else if (found == PAY_PROCESSING)
+		decision.action = PAY_IN_PROGRESS;
+	else if (PayTransitionVerdict(found, PAY_INIT) == PAY_LEGAL &&
+			 PayTransitionVerdict(PAY_INIT, PAY_PROCESSING) == PAY_LEGAL)
+	{
+		decision.action = retry_failed ? PAY_PROCEED : PAY_NEEDS_RESET;
+		if (retry_failed)
+		{
+			decision.steps[decision.nsteps++] = PAY_INIT;
+			decision.steps[decision.nsteps++] = PAY_PROCESSING;
+		}
+	}
+	else
+		decision.action = PAY_ALREADY_SUCCEEDED;
+	return decision;
 }

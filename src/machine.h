@@ -1,18 +1,20 @@
 /*-------------------------------------------------------------------------
  *
  * machine.h
- *	  The payment state machine: states, actions, and the one table of
- *	  legal transitions that the API, the ledger and every guarded table ask.
+ *	  The payment state machine: states, actions, the one table of legal
+ *	  transitions, the reasons for refusals, and the decisions of pay_begin
+ *	  and of settling a payment, all derived from that table.
+ *
+ * Pure C with no server headers: nothing here knows of catalogs, SQL or
+ * errors.  The API (ledger.c), the guard on every table (guard.c) and
+ * pay_allowed ask it; none of them encodes a rule of its own.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef MACHINE_H
 #define MACHINE_H
 
-#include "postgres.h"
-
-#include "fmgr.h"
-#include "utils/relcache.h"
+#include <stdbool.h>
 
 /* The labels of SQL enum pay_status, in order. */
 typedef enum PayStatus
@@ -42,18 +44,26 @@ typedef enum PayVerdict
 {
 	PAY_LEGAL,					/* a transition the machine allows */
 	PAY_NO_OP,					/* the same state again: nothing to do */
-	PAY_ILLEGAL					/* refused with 23514 */
+	PAY_ILLEGAL					/* refused */
 } PayVerdict;
 
-/* The states in which amount and currency may no longer change. */
-#define PayStatusIsFrozen(status) \
-	((status) == PAY_PROCESSING || (status) == PAY_SUCCESS)
+/*
+ * What pay_begin does with a payment it found in some state: the answer,
+ * and the transitions (at most two, in order) it takes to give it.
+ */
+typedef struct PayBeginDecision
+{
+	PayAction	action;
+	int			nsteps;
+	PayStatus	steps[2];
+} PayBeginDecision;
 
 extern const char *PayStatusName(PayStatus status);
-extern bool PayStatusFromText(const char *label, size_t len, PayStatus *status);
+extern const char *PayActionName(PayAction action);
+extern bool PayStatusFromText(const char *label, int len, PayStatus *status);
 extern PayVerdict PayTransitionVerdict(int from, PayStatus to);
 extern const char *PayTransitionReason(int from, PayStatus to);
-extern void PayRaiseIllegalTransition(Relation rel, const char *key,
-									  int from, PayStatus to);
+extern bool PayStatusIsFrozen(PayStatus status);
+extern PayBeginDecision PayDecideBegin(int found, bool retry_failed);
 
 #endif							/* MACHINE_H */

@@ -11,7 +11,7 @@ SELECT enum_has_labels('pay_action', ARRAY['PROCEED', 'ALREADY_SUCCEEDED', 'IN_P
 -- Tables
 SELECT has_table('pay_ledger');
 SELECT columns_are('pay_ledger', ARRAY['bizno', 'prefix', 'biz_id', 'status', 'amount', 'currency',
-    'attempt', 'channel_ref', 'last_error', 'created_at', 'updated_at', 'processing_since']);
+    'attempt', 'channel_ref', 'last_error', 'created_at', 'updated_at', 'processing_since', 'note']);
 SELECT col_is_pk('pay_ledger', 'bizno');
 SELECT col_is_unique('pay_ledger', ARRAY['prefix', 'biz_id']);
 SELECT has_table('pay_journal');

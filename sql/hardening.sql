@@ -1,0 +1,141 @@
+-- Hardening: what a misuse, an odd input or a DBA's change must never do --
+-- crash a backend, spin, accept what the machine forbids, or drop a value.
+
+-- 1. The trigger protocol.  Called directly or fired the wrong way, every
+-- trigger function of the extension answers 39P01; the backend lives on.
+SELECT outcome($$SELECT pay_ledger_journal()$$) AS journal,
+       outcome($$SELECT pay_ledger_bookkeeping()$$) AS bookkeeping,
+       outcome($$SELECT pay_guard()$$) AS guard;
+SELECT 'still connected' AS backend;
+
+CREATE TABLE misfired (id integer PRIMARY KEY, status text);
+CREATE FUNCTION fire(create_trigger text) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE 'DROP TRIGGER IF EXISTS misfire ON misfired';
+    EXECUTE create_trigger;
+    RETURN outcome($q$INSERT INTO misfired VALUES (1, 'INIT') RETURNING 'ok'$q$) || ' / ' ||
+           coalesce(error_message($q$INSERT INTO misfired VALUES (1, 'INIT')$q$), 'no error');
+END
+$$;
+SELECT fire($$CREATE TRIGGER misfire BEFORE INSERT ON misfired
+              FOR EACH STATEMENT EXECUTE FUNCTION pay_guard('status')$$) AS guard_per_statement;
+SELECT fire($$CREATE TRIGGER misfire AFTER INSERT ON misfired
+              FOR EACH ROW EXECUTE FUNCTION pay_guard('status')$$) AS guard_after;
+SELECT fire($$CREATE TRIGGER misfire BEFORE INSERT ON misfired
+              FOR EACH ROW EXECUTE FUNCTION pay_ledger_bookkeeping()$$) AS bookkeeping_elsewhere;
+SELECT fire($$CREATE TRIGGER misfire AFTER INSERT ON misfired
+              FOR EACH ROW EXECUTE FUNCTION pay_ledger_journal()$$) AS journal_elsewhere;
+SELECT fire($$CREATE TRIGGER misfire BEFORE INSERT ON misfired
+              FOR EACH ROW EXECUTE FUNCTION pay_ledger_journal()$$) AS journal_before;
+SELECT fire($$CREATE TRIGGER misfire AFTER INSERT ON misfired
+              FOR EACH STATEMENT EXECUTE FUNCTION pay_ledger_journal()$$) AS journal_per_statement;
+SELECT count(*) AS rows_written FROM misfired;
+DROP TABLE misfired;
+DROP FUNCTION fire(text);
+
+-- On the ledger itself, a second bookkeeping trigger AFTER, or the journal
+-- trigger for DELETE, is refused the same way.
+CREATE TRIGGER misfire AFTER DELETE ON pay_ledger
+    FOR EACH ROW EXECUTE FUNCTION pay_ledger_journal();
+SELECT payment_in('H-DELETE', 'INIT') AS payment;
+SELECT outcome($$DELETE FROM pay_ledger WHERE bizno = 'H-DELETE' RETURNING 'deleted'$$) AS journal_on_delete;
+DROP TRIGGER misfire ON pay_ledger;
+SELECT 'still connected' AS backend;
+
+-- 2. Another unique index on the ledger: a clash answers 23505 naming it, in
+-- well under the statement timeout, instead of spinning.
+SET statement_timeout = '10s';
+CREATE UNIQUE INDEX pay_ledger_bizno_lower_idx ON pay_ledger (lower(bizno));
+SELECT pay_begin('h-case', 10, 'EUR') AS first;
+SELECT pay_begin('H-CASE', 10, 'EUR') AS same_but_upper;
+\echo :LAST_ERROR_SQLSTATE
+SELECT standing('H-CASE') AS nothing_written;
+CREATE UNIQUE INDEX pay_ledger_biz_id_lower_idx ON pay_ledger (prefix, lower(biz_id));
+SELECT pay_open('HCASE', 'order-1', 10, 'EUR') IS NOT NULL AS opened;
+SELECT pay_open('HCASE', 'ORDER-1', 10, 'EUR') AS same_order_but_upper;
+\echo :LAST_ERROR_SQLSTATE
+DROP INDEX pay_ledger_bizno_lower_idx, pay_ledger_biz_id_lower_idx;
+RESET statement_timeout;
+
+-- 3. One amount rule, for the API and raw writes alike: NaN and Infinity
+-- are not amounts (NaN sorts above every number, so "> 0" let it in).
+SELECT amount, pay_amount_valid(amount) AS valid
+FROM unnest(ARRAY[0.01, 100, 0, -1, 'NaN', 'Infinity', '-Infinity']::numeric[]) AS amount;
+SELECT outcome($$INSERT INTO pay_ledger (bizno, status, amount) VALUES ('H-NAN', 'INIT', 'NaN') RETURNING 'ok'$$) AS raw_nan,
+       outcome($$INSERT INTO pay_ledger (bizno, status, amount) VALUES ('H-NAN', 'INIT', 'Infinity') RETURNING 'ok'$$) AS raw_infinity,
+       outcome($$INSERT INTO pay_ledger (bizno, status, amount) VALUES ('H-NAN', 'INIT', 0) RETURNING 'ok'$$) AS raw_zero,
+       outcome($$INSERT INTO pay_ledger (bizno, status, currency) VALUES ('H-NAN', 'INIT', 'eur') RETURNING 'ok'$$) AS raw_currency;
+SELECT outcome($$SELECT pay_begin('H-NAN', 'NaN')$$) AS api_nan,
+       outcome($$SELECT pay_begin('H-NAN', 'Infinity')$$) AS api_infinity,
+       outcome($$SELECT pay_open('H', 'NAN', 'NaN')$$) AS open_nan;
+SELECT payment_in('H-AMOUNT', 'INIT') AS payment;
+SELECT outcome($$UPDATE pay_ledger SET amount = 'NaN' WHERE bizno = 'H-AMOUNT' RETURNING 'ok'$$) AS raw_update_nan;
+SELECT standing('H-NAN') AS nothing_written;
+
+-- 4. Every setting is checked when it is set: a NOTIFY channel longer than
+-- 63 bytes would fail every payment at NOTIFY time.
+SELECT outcome($$SELECT set_config('idempotent_pay.notify_channel', repeat('c', 64), false)$$) AS channel_too_long,
+       outcome($$SELECT length(set_config('idempotent_pay.notify_channel', repeat('c', 63), true))$$) AS channel_63_bytes,
+       outcome($$SELECT set_config('idempotent_pay.retry_failed', 'sometimes', true)$$) AS retry_policy,
+       outcome($$SELECT set_config('idempotent_pay.stuck_after', '-1', true)$$) AS stuck_after;
+SELECT pay_begin('H-NOTIFY', 1, 'EUR') AS payment_still_works;
+
+-- 5. The journal changed by a DBA.  While it has only its own columns, rows
+-- go straight into heap and indexes; with a column of its own default, a
+-- generated column or an INSERT trigger, through an INSERT statement that
+-- honours each -- never a NULL where a default belongs, never a skipped
+-- trigger.
+CREATE TABLE journal_audit (seq bigint, note text);
+CREATE FUNCTION audit_journal() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO journal_audit VALUES (NEW.seq, NEW.note);
+    RETURN NEW;
+END
+$$;
+ALTER TABLE pay_journal
+    ADD COLUMN region text NOT NULL DEFAULT 'eu',
+    ADD COLUMN recorded_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    ADD COLUMN note_length integer GENERATED ALWAYS AS (length(note)) STORED;
+CREATE TRIGGER audit AFTER INSERT ON pay_journal FOR EACH ROW EXECUTE FUNCTION audit_journal();
+SELECT pay_begin('H-JOURNAL', 10, 'EUR') AS begin,
+       pay_fail('H-JOURNAL', 'card declined') AS fail;
+SELECT from_status, to_status, note, region, recorded_at IS NOT NULL AS recorded, note_length
+FROM pay_journal WHERE bizno = 'H-JOURNAL' ORDER BY seq;
+SELECT a.note FROM journal_audit AS a JOIN pay_journal AS j USING (seq)
+WHERE j.bizno = 'H-JOURNAL' ORDER BY seq;
+DROP TRIGGER audit ON pay_journal;
+ALTER TABLE pay_journal DROP COLUMN region, DROP COLUMN recorded_at, DROP COLUMN note_length;
+DROP TABLE journal_audit;
+DROP FUNCTION audit_journal();
+
+-- A column the C code writes, gone or of another type: refused, naming it,
+-- with nothing written; back by name (at another position), written again.
+ALTER TABLE pay_journal DROP COLUMN note;
+SELECT pay_fail('H-JOURNAL-2', 'lost?') AS fail_without_note_column;
+\echo :LAST_ERROR_SQLSTATE
+SELECT pay_begin('H-JOURNAL-2', 10, 'EUR') AS begin_without_note_column;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE pay_journal ADD COLUMN note text;
+SELECT pay_begin('H-JOURNAL-2', 10, 'EUR') AS begin, pay_fail('H-JOURNAL-2', 'card declined') AS fail;
+SELECT from_status, to_status, note FROM pay_journal WHERE bizno = 'H-JOURNAL-2' ORDER BY seq;
+ALTER TABLE pay_ledger ALTER COLUMN attempt TYPE bigint;
+SELECT pay_begin('H-JOURNAL-3', 10, 'EUR') AS attempt_of_another_type;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE pay_ledger ALTER COLUMN attempt TYPE integer;
+ALTER TABLE pay_ledger DROP CONSTRAINT pay_ledger_pkey;
+SELECT pay_begin('H-JOURNAL-3', 10, 'EUR') AS without_primary_key;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE pay_ledger ADD PRIMARY KEY (bizno);
+SELECT pay_begin('H-JOURNAL-3', 10, 'EUR') AS begin_again;
+SELECT * FROM pay_verify();
+
+-- 6. The ledger's note belongs to the write that sets it: a DBA's manual fix
+-- carries its note into the journal, and a later write does not repeat it.
+SELECT payment_in('H-NOTE', 'FAILED') AS payment;
+UPDATE pay_ledger SET status = 'INIT', note = 'ticket 4711: customer called' WHERE bizno = 'H-NOTE';
+UPDATE pay_ledger SET status = 'PROCESSING' WHERE bizno = 'H-NOTE';
+SELECT from_status, to_status, note FROM pay_journal WHERE bizno = 'H-NOTE' ORDER BY seq;
+SELECT note FROM pay_ledger WHERE bizno = 'H-NOTE';
+SELECT outcome($$UPDATE pay_ledger SET bizno = 'H-NOTE-2' WHERE bizno = 'H-NOTE' RETURNING 'ok'$$) AS immutable_bizno,
+       outcome($$UPDATE pay_ledger SET amount = 99 WHERE bizno = 'H-NOTE' RETURNING 'ok'$$) AS frozen_amount;

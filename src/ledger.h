@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * ledger.h
+ *	  The payment API (SPEC section 7), reached from SQL only.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEDGER_H
+#define LEDGER_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+
+extern Datum pay_open(PG_FUNCTION_ARGS);
+extern Datum pay_begin(PG_FUNCTION_ARGS);
+extern Datum pay_succeed(PG_FUNCTION_ARGS);
+extern Datum pay_fail(PG_FUNCTION_ARGS);
+extern Datum pay_reset(PG_FUNCTION_ARGS);
+extern Datum pay_transition(PG_FUNCTION_ARGS);
+
+#endif							/* LEDGER_H */
