@@ -17,6 +17,7 @@ OBJS = \
 	src/guard.o \
 	src/journal.o \
 	src/ledger.o \
+	src/lifecycle.o \
 	src/stats.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)

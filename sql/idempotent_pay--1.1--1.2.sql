@@ -56,3 +56,52 @@ ALTER TABLE @extschema@.pay_ledger ADD COLUMN note text;
 
 COMMENT ON COLUMN @extschema@.pay_ledger.note IS
 'The note of the latest write, journaled with it; NULL when that write set none (kept by the ledger)';
+
+-- The ledger across the database's life (src/lifecycle.c, README.md)
+
+CREATE FUNCTION @extschema@.pay_refuse_drop()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'pay_refuse_drop'
+LANGUAGE C;
+
+COMMENT ON FUNCTION @extschema@.pay_refuse_drop() IS
+'Event trigger refusing DROP EXTENSION idempotent_pay (and DROP SCHEMA ... CASCADE of its schema) while pay_ledger holds a payment';
+
+CREATE EVENT TRIGGER pay_refuse_drop ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA')
+    EXECUTE FUNCTION @extschema@.pay_refuse_drop();
+ALTER EVENT TRIGGER pay_refuse_drop ENABLE ALWAYS;
+
+-- ALTER TABLE ... ENABLE TRIGGER [ALL] (pg_restore --disable-triggers ends
+-- with it) would leave a guard firing on origin sessions only: put it back
+-- to ALWAYS, as pay_protect and the install script made it.
+CREATE FUNCTION @extschema@.pay_keep_guards_always()
+RETURNS event_trigger
+AS $$
+DECLARE
+    guard record;
+BEGIN
+    FOR guard IN
+        SELECT t.tgrelid::pg_catalog.regclass AS tbl, t.tgname
+        FROM pg_catalog.pg_trigger AS t
+        JOIN pg_catalog.pg_event_trigger_ddl_commands() AS c
+          ON c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+         AND c.objid OPERATOR(pg_catalog.=) t.tgrelid
+        WHERE t.tgfoid OPERATOR(pg_catalog.=) '@extschema@.pay_guard()'::pg_catalog.regprocedure
+          AND t.tgenabled OPERATOR(pg_catalog.=) 'O'
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', guard.tbl, guard.tgname);
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_keep_guards_always() IS
+'Event trigger putting a re-enabled pay_guard back to ENABLE ALWAYS';
+
+CREATE EVENT TRIGGER pay_keep_guards_always ON ddl_command_end
+    WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION @extschema@.pay_keep_guards_always();
+ALTER EVENT TRIGGER pay_keep_guards_always ENABLE ALWAYS;
+
+REVOKE ALL ON FUNCTION @extschema@.pay_refuse_drop(), @extschema@.pay_keep_guards_always() FROM PUBLIC;

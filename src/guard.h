@@ -26,6 +26,7 @@
 
 extern void PayCheckTriggerProtocol(FunctionCallInfo fcinfo, const char *function,
 									TriggerEvent timing, int events, bool truncate_too);
+extern bool PayRestoring(void);
 extern void PayRaiseIllegalTransition(Relation rel, const char *key,
 									  int from, PayStatus to);
 extern char *PayRowKeyDescription(Relation rel, HeapTuple tuple);

@@ -31,8 +31,10 @@
  * announced with NOTIFY, which PostgreSQL delivers at commit, so listeners
  * hear only of transitions that happened.
  *
- * Neither fires under session_replication_role = replica: a replica or a
- * restore receives the derived columns and the journal as they were.
+ * Neither fires under session_replication_role = replica, and neither
+ * touches a row a restore of pg_dump's output inserts (PayRestoring): a
+ * replica or a restore receives the derived columns and the journal as
+ * they were.
  *
  *-------------------------------------------------------------------------
  */
@@ -174,6 +176,8 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 					 errmsg("null value in column \"bizno\" of relation \"pay_ledger\" violates not-null constraint"),
 					 errtable(rel)));
 		generated = BiznoCheckKey(bizno, &parts);
+		if (PayRestoring())
+			return PointerGetDatum(tuple);	/* its history, as it was */
 
 		columns[ncolumns] = col[LEDGER_PREFIX];
 		nulls[ncolumns] = !generated;
@@ -365,6 +369,9 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	int			from = PAY_NEW_ROW;
 	PayStatus	to;
 	bool		isnull;
+
+	if (!is_update && PayRestoring())
+		return PointerGetDatum(NULL);	/* the journal arrives with the data */
 
 	/* lock the journal, then read its columns: an ALTER is seen */
 	journal = table_open(catalog->journal, RowExclusiveLock);
