@@ -1,0 +1,83 @@
+-- The ledger across the database's life: DROP refused while it holds
+-- payments, the deliberate way to remove it, guards that stay ALWAYS, and a
+-- restore's writes taken as they come.
+
+CREATE DATABASE regress_lifecycle;
+\c regress_lifecycle
+CREATE EXTENSION idempotent_pay;
+SELECT pay_begin('L-1', 10, 'EUR'), pay_succeed('L-1', 'BANK-1');
+SELECT pay_begin('L-2', 10, 'EUR');
+
+-- DROP EXTENSION, with or without CASCADE, and DROP SCHEMA ... CASCADE of
+-- its schema are refused (2BP01), counting the payments.
+DROP EXTENSION idempotent_pay;
+\echo :LAST_ERROR_SQLSTATE
+DROP EXTENSION idempotent_pay CASCADE;
+DROP SCHEMA public CASCADE;
+\echo :LAST_ERROR_SQLSTATE
+DROP EXTENSION IF EXISTS plpgsql, idempotent_pay CASCADE;
+SELECT count(*) AS payments_kept FROM pay_ledger;
+DROP SCHEMA IF EXISTS no_such_schema CASCADE;
+SELECT pay_refuse_drop();
+
+-- A guard re-enabled by ALTER TABLE ... ENABLE TRIGGER [ALL] -- the end of
+-- pg_restore --disable-triggers -- fires ALWAYS again, also on a table its
+-- (non-superuser) owner guards.
+ALTER TABLE pay_ledger DISABLE TRIGGER ALL;
+ALTER TABLE pay_ledger ENABLE TRIGGER ALL;
+CREATE ROLE regress_lifecycle_owner;
+CREATE TABLE orders (id integer PRIMARY KEY, status text NOT NULL);
+SELECT pay_protect('orders');
+ALTER TABLE orders OWNER TO regress_lifecycle_owner;
+SET ROLE regress_lifecycle_owner;
+ALTER TABLE orders ENABLE TRIGGER pay_guard;
+ALTER TABLE orders ADD COLUMN note text;
+RESET ROLE;
+SELECT table_name, trigger_name, enabled FROM pay_guards ORDER BY 1, 2;
+-- Disabling stays a deliberate superuser act, and is not undone.
+ALTER TABLE orders DISABLE TRIGGER pay_guard;
+SELECT enabled FROM pay_guards WHERE table_name = 'orders'::regclass AND trigger_name = 'pay_guard';
+ALTER TABLE orders ENABLE ALWAYS TRIGGER pay_guard;
+
+-- A restore's INSERT (a superuser, row_security off, check_function_bodies
+-- off: what pg_dump's scripts and pg_restore set) is taken as it comes:
+-- any state, its history untouched, no journal row.
+SET row_security = off;
+SET check_function_bodies = false;
+INSERT INTO pay_ledger (bizno, prefix, biz_id, status, amount, currency, attempt, channel_ref,
+                        created_at, updated_at, processing_since)
+VALUES ('L-RESTORED', NULL, NULL, 'SUCCESS', 5, 'EUR', 2, 'BANK-9',
+        '2026-01-01 10:00+00', '2026-01-01 10:05+00', '2026-01-01 10:04+00');
+INSERT INTO orders (id, status) VALUES (1, 'SUCCESS');
+-- The API is never taken for a restore: its payment is journaled.
+SELECT pay_begin('L-API', 1, 'EUR');
+RESET row_security;
+RESET check_function_bodies;
+SELECT bizno, status, attempt, created_at, updated_at, processing_since FROM pay_ledger
+WHERE bizno IN ('L-RESTORED', 'L-API') ORDER BY bizno;
+SELECT bizno, count(*) AS journal_rows FROM pay_journal
+WHERE bizno IN ('L-RESTORED', 'L-API') GROUP BY bizno ORDER BY bizno;
+-- Outside that state the same INSERT is refused.
+INSERT INTO pay_ledger (bizno, status) VALUES ('L-PLANTED', 'SUCCESS');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO orders (id, status) VALUES (2, 'SUCCESS');
+\echo :LAST_ERROR_SQLSTATE
+-- A real restore brings the journal too; this row came alone, and
+-- pay_verify says so.
+SELECT bizno, problem FROM pay_verify();
+
+-- The deliberate way to remove the extension (README.md): archive, empty
+-- both tables as a superuser with their TRUNCATE guards off, then drop.
+\copy (SELECT count(*) FROM pay_ledger) TO stdout
+\copy (SELECT count(*) FROM pay_journal) TO stdout
+BEGIN;
+ALTER TABLE pay_ledger DISABLE TRIGGER pay_ledger_guard_truncate;
+ALTER TABLE pay_journal DISABLE TRIGGER pay_journal_guard_truncate;
+TRUNCATE pay_ledger, pay_journal;
+DROP EXTENSION idempotent_pay CASCADE;
+COMMIT;
+SELECT count(*) AS extensions_left FROM pg_extension WHERE extname = 'idempotent_pay';
+
+\c contrib_regression
+DROP DATABASE regress_lifecycle;
+DROP ROLE regress_lifecycle_owner;
