@@ -54,7 +54,9 @@ SELECT pay_begin('L-API', 1, 'EUR');
 RESET row_security;
 RESET check_function_bodies;
 SELECT bizno, status, attempt, created_at, updated_at, processing_since FROM pay_ledger
-WHERE bizno IN ('L-RESTORED', 'L-API') ORDER BY bizno;
+WHERE bizno = 'L-RESTORED';
+SELECT bizno, status, attempt, created_at > '2026-01-01 10:00+00' AS stamped_by_the_ledger FROM pay_ledger
+WHERE bizno = 'L-API';
 SELECT bizno, count(*) AS journal_rows FROM pay_journal
 WHERE bizno IN ('L-RESTORED', 'L-API') GROUP BY bizno ORDER BY bizno;
 -- Outside that state the same INSERT is refused.
