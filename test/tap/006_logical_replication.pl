@@ -1,0 +1,250 @@
+# Logical replication of pay_ledger and pay_journal to a subscriber: payments
+# made before the subscription (initial table sync) and after it (streaming)
+# -- successes, failures, automatic retries, a reset with a note,
+# pay_transition, amount and currency changes while INIT or FAILED, a raw
+# DELETE of an INIT payment, a DBA's manual fix with a note, a rolled-back
+# payment -- arrive identical row for row, ledger and journal; the journal
+# is not doubled (the ledger's journal and bookkeeping triggers do not fire
+# under the apply worker's session_replication_role = replica, while the
+# guards, ENABLE ALWAYS, let every replicated step through); pay_verify() is
+# empty on the subscriber.  On the subscriber, raw illegal writes are still
+# refused as on any node, and replication goes on after them.
+#
+# PostgreSQL 15 does not replicate sequences: the subscriber's
+# pay_journal_seq_seq has not moved.  A subscriber taken into service
+# (subscription disabled) that pays before setting it collides with the
+# replicated journal seq values; after
+#   SELECT setval('pay_journal_seq_seq', (SELECT max(seq) FROM pay_journal))
+# it pays, settles a payment left PROCESSING on the publisher, and answers
+# ALREADY_SUCCEEDED for one paid there.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $publisher = PostgreSQL::Test::Cluster->new('publisher');
+$publisher->init(allows_streaming => 'logical');
+$publisher->append_conf('postgresql.conf', "idempotent_pay.node_id = 1\n");
+$publisher->start;
+
+# Its own node id, so bizNos it issues once in service never come from the
+# publisher's space.
+my $subscriber = PostgreSQL::Test::Cluster->new('subscriber');
+$subscriber->init;
+$subscriber->append_conf('postgresql.conf', "idempotent_pay.node_id = 2\n");
+$subscriber->start;
+
+$_->safe_psql('postgres', 'CREATE EXTENSION idempotent_pay') for $publisher, $subscriber;
+
+# Before the subscription: reaches the subscriber by the initial table sync.
+$publisher->safe_psql(
+	'postgres', q{
+	SELECT pay_begin('L-SUCCESS', 10, 'EUR'), pay_succeed('L-SUCCESS', 'BANK-1', 1);
+	SELECT pay_begin('L-FAILED', 20, 'EUR'), pay_fail('L-FAILED', 'declined');
+	SELECT pay_begin('L-PROCESSING', 30, 'EUR');
+	SELECT pay_begin('L-RETRIED', 40, 'EUR'), pay_fail('L-RETRIED', 'timeout');
+	SELECT pay_begin('L-RETRIED'), pay_succeed('L-RETRIED', 'BANK-2', 2);
+	SELECT pay_begin('L-RESET', 50, 'EUR'), pay_fail('L-RESET', 'declined');
+	SELECT pay_reset('L-RESET', 'customer called');
+	SELECT pay_begin('L-FIX', 70, 'EUR'), pay_fail('L-FIX', 'bank down');
+	SELECT pay_begin('L-LEFT', 80, 'EUR');
+	SELECT pay_open('SHOP', 'ORDER-1', 60, 'EUR');
+	SELECT pay_open('SHOP', 'ORDER-1', 61, 'EUR');
+});
+my $order_1 = $publisher->safe_psql('postgres', q{SELECT pay_open('SHOP', 'ORDER-1', 61, 'EUR')});
+
+$publisher->safe_psql('postgres', 'CREATE PUBLICATION pay FOR TABLE pay_ledger, pay_journal');
+$subscriber->safe_psql('postgres',
+	"CREATE SUBSCRIPTION pay CONNECTION '" . $publisher->connstr . " dbname=postgres' PUBLICATION pay");
+$subscriber->wait_for_subscription_sync($publisher, 'pay');
+
+# The ledger and the journal as text, row for row, and the journal's size.
+sub ledger
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		q{SELECT string_agg(l::text, E'\n' ORDER BY l.bizno) FROM pay_ledger AS l});
+}
+
+sub journal
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		q{SELECT string_agg(j::text, E'\n' ORDER BY j.seq) FROM pay_journal AS j});
+}
+
+sub journal_rows
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres', 'SELECT count(*) FROM pay_journal');
+}
+
+sub same_on_both
+{
+	my ($label) = @_;
+	is(ledger($subscriber), ledger($publisher), "$label: the ledger is identical row for row");
+	is(journal($subscriber), journal($publisher), "$label: the journal is identical row for row");
+	is(journal_rows($subscriber), journal_rows($publisher),
+		"$label: the journal is not doubled (" . journal_rows($publisher) . ' rows on each)');
+	is($subscriber->safe_psql('postgres', 'SELECT count(*) FROM pay_verify()'),
+		0, "$label: pay_verify() is empty on the subscriber");
+}
+
+same_on_both('initial sync');
+
+# After the subscription: streamed by the apply worker.
+my $order_2 = $publisher->safe_psql('postgres', q{SELECT pay_open('SHOP', 'ORDER-2', 90, 'EUR')});
+$publisher->safe_psql(
+	'postgres', qq{
+	-- new payments, a success and a failure
+	SELECT pay_begin('S-SUCCESS', 11, 'EUR'), pay_succeed('S-SUCCESS', 'BANK-3', 1);
+	SELECT pay_begin('S-FAILED', 12, 'EUR'), pay_fail('S-FAILED', 'declined');
+	-- rows from the initial sync move on
+	SELECT pay_succeed('L-PROCESSING', 'BANK-4', 1);
+	SELECT pay_begin('L-RESET'), pay_succeed('L-RESET', 'BANK-5', 2);
+	-- an automatic retry of a FAILED payment with a new amount
+	SELECT pay_begin('L-FAILED', 25, 'EUR');
+	SELECT pay_fail('L-FAILED', 'declined again', 2);
+	-- and another, with a new currency too
+	SELECT pay_begin('L-FAILED', 26, 'USD'), pay_succeed('L-FAILED', 'BANK-6', 3);
+	-- a reset with a note, then the retry
+	SELECT pay_reset('S-FAILED', 'customer called again');
+	SELECT pay_begin('S-FAILED'), pay_succeed('S-FAILED', 'BANK-7', 2);
+	-- pay_open again with another amount and currency while INIT
+	SELECT pay_open('SHOP', 'ORDER-1', 62, 'USD');
+	-- pay_transition
+	SELECT pay_transition('$order_2', 'PROCESSING', 'started by phone');
+	SELECT pay_transition('$order_2', 'SUCCESS', 'confirmed by phone');
+	-- a raw DELETE of INIT payments: one synced, one streamed
+	DELETE FROM pay_ledger WHERE bizno = '$order_1';
+	INSERT INTO pay_ledger (bizno, status, amount, currency) VALUES ('S-DELETED', 'INIT', 5, 'EUR');
+	DELETE FROM pay_ledger WHERE bizno = 'S-DELETED';
+	-- a DBA's manual fix of a FAILED payment
+	UPDATE pay_ledger SET status = 'INIT', note = 'ticket 1' WHERE bizno = 'L-FIX';
+	-- several payments in one transaction, and one rolled back
+	BEGIN;
+	SELECT pay_begin('S-TX-1', 13, 'EUR'), pay_succeed('S-TX-1');
+	SELECT pay_begin('S-TX-2', 14, 'EUR'), pay_fail('S-TX-2', 'declined');
+	COMMIT;
+	BEGIN;
+	SELECT pay_begin('S-ROLLED-BACK', 15, 'EUR');
+	ROLLBACK;
+});
+$publisher->wait_for_catchup('pay');
+
+same_on_both('streaming');
+
+is( $subscriber->safe_psql(
+		'postgres', q{SELECT status || ' ' || note FROM pay_ledger WHERE bizno = 'L-FIX'}),
+	'INIT ticket 1', "the DBA's fix and its note arrived");
+is( $subscriber->safe_psql(
+		'postgres', q{SELECT string_agg(coalesce(from_status::text, '-') || '>' || to_status || ' '
+		              || amount || ' ' || currency, ', ' ORDER BY seq)
+		              FROM pay_journal WHERE bizno = 'L-FAILED'}),
+	'->PROCESSING 20 EUR, PROCESSING>FAILED 20 EUR, '
+	  . 'FAILED>FAILED 25 EUR, FAILED>INIT 25 EUR, INIT>PROCESSING 25 EUR, PROCESSING>FAILED 25 EUR, '
+	  . 'FAILED>FAILED 26 USD, FAILED>INIT 26 USD, INIT>PROCESSING 26 USD, PROCESSING>SUCCESS 26 USD',
+	'the retries with new amounts arrived with their journal, once');
+is( $subscriber->safe_psql(
+		'postgres', qq{SELECT count(*) FROM pay_ledger WHERE bizno IN ('$order_1', 'S-DELETED', 'S-ROLLED-BACK')}),
+	0, 'the deleted payments and the rolled-back one are not on the subscriber');
+is( $subscriber->safe_psql(
+		'postgres', qq{SELECT count(*) > 0 FROM pay_journal WHERE bizno IN ('$order_1', 'S-DELETED')}),
+	't', 'the journal of the deleted payments stays');
+is( $subscriber->safe_psql(
+		'postgres', q{SELECT string_agg(table_name || '.' || trigger_name || ' ' || enabled, ', '
+		              ORDER BY table_name::text, trigger_name) FROM pay_guards}),
+	'pay_journal.pay_journal_guard always, pay_journal.pay_journal_guard_truncate always, '
+	  . 'pay_ledger.pay_ledger_guard always, pay_ledger.pay_ledger_guard_truncate always',
+	'every guard on the subscriber fires always');
+
+my $log = slurp_file($subscriber->logfile);
+unlike($log, qr/processing remote data|exited with exit code [1-9]|terminated by signal/,
+	'no replication worker failed on the subscriber');
+
+# On the subscriber, raw illegal writes are refused as on any node.
+my $journal_before = journal($subscriber);
+my ($ret, $stdout, $stderr) =
+  $subscriber->psql('postgres', q{UPDATE pay_ledger SET status = 'INIT' WHERE bizno = 'L-SUCCESS'});
+like($stderr, qr/illegal payment status transition from SUCCESS to INIT/,
+	'subscriber: SUCCESS -> INIT is refused');
+($ret, $stdout, $stderr) =
+  $subscriber->psql('postgres', q{UPDATE pay_ledger SET amount = 1 WHERE bizno = 'L-PROCESSING'});
+like($stderr, qr/frozen/, 'subscriber: the amount of a SUCCESS payment is frozen');
+($ret, $stdout, $stderr) =
+  $subscriber->psql('postgres', q{DELETE FROM pay_ledger WHERE bizno = 'L-SUCCESS'});
+like($stderr, qr/DELETE is refused on table "pay_ledger"/, 'subscriber: a SUCCESS payment is not deleted');
+($ret, $stdout, $stderr) =
+  $subscriber->psql('postgres', q{INSERT INTO pay_ledger (bizno, status) VALUES ('X', 'SUCCESS')});
+like($stderr, qr/illegal payment status transition from \(new row\) to SUCCESS/,
+	'subscriber: no row planted in SUCCESS');
+($ret, $stdout, $stderr) = $subscriber->psql('postgres', q{DELETE FROM pay_journal});
+like($stderr, qr/DELETE is refused on table "pay_journal"/, 'subscriber: the journal is append-only');
+($ret, $stdout, $stderr) = $subscriber->psql('postgres', q{TRUNCATE pay_ledger});
+like($stderr, qr/TRUNCATE is refused/, 'subscriber: no TRUNCATE of the ledger');
+is(journal($subscriber), $journal_before, 'subscriber: the refusals left the journal untouched');
+
+# Replication goes on after the refusals.
+$publisher->safe_psql('postgres',
+	q{SELECT pay_begin('S-AFTER', 16, 'EUR'), pay_succeed('S-AFTER', 'BANK-8', 1)});
+$publisher->wait_for_catchup('pay');
+is($subscriber->safe_psql('postgres', q{SELECT status FROM pay_ledger WHERE bizno = 'S-AFTER'}),
+	'SUCCESS', 'a payment made after the refusals arrives');
+same_on_both('after the refusals');
+
+# The journal's sequence is not replicated: on the subscriber it never moved.
+my $max_seq = $publisher->safe_psql('postgres', 'SELECT max(seq) FROM pay_journal');
+is($subscriber->safe_psql('postgres', 'SELECT max(seq) FROM pay_journal'),
+	$max_seq, 'the subscriber holds journal rows up to the publisher\'s last seq');
+is($subscriber->safe_psql('postgres', 'SELECT last_value || \' \' || is_called FROM pay_journal_seq_seq'),
+	'1 false', 'the subscriber\'s pay_journal_seq_seq has not advanced (PostgreSQL 15 replicates no sequence)');
+note 'publisher pay_journal_seq_seq: '
+  . $publisher->safe_psql('postgres', 'SELECT last_value || \' \' || is_called FROM pay_journal_seq_seq');
+
+# The subscriber taken into service: the subscription disabled, its apply
+# worker gone.
+$subscriber->safe_psql('postgres', 'ALTER SUBSCRIPTION pay DISABLE');
+$subscriber->poll_query_until('postgres',
+	q{SELECT count(*) = 0 FROM pg_stat_subscription WHERE subname = 'pay' AND pid IS NOT NULL})
+  or die 'the apply worker did not stop';
+
+# Paying before the sequence is set collides with the replicated seqs.
+my $ledger_before = ledger($subscriber);
+$journal_before = journal($subscriber);
+($ret, $stdout, $stderr) = $subscriber->psql('postgres', q{SELECT pay_begin('SUB-1', 17, 'EUR')});
+isnt($ret, 0, 'a payment on the subscriber before setval is refused (the journal seq collides)');
+note "the refusal: $stderr";
+is(ledger($subscriber), $ledger_before, 'and nothing of it is in the ledger');
+is(journal($subscriber), $journal_before, 'nor in the journal');
+
+# The procedure: set the sequence past the replicated rows, then pay.
+$subscriber->safe_psql('postgres',
+	q{SELECT setval('pay_journal_seq_seq', (SELECT max(seq) FROM pay_journal))});
+is($subscriber->safe_psql('postgres', q{SELECT pay_begin('SUB-1', 17, 'EUR')}),
+	'PROCEED', 'after setval, a new payment on the subscriber proceeds');
+is($subscriber->safe_psql('postgres', q{SELECT pay_succeed('SUB-1', 'BANK-9', 1)}),
+	'SUCCESS', 'and succeeds');
+is($subscriber->safe_psql('postgres', q{SELECT pay_succeed('L-LEFT', 'BANK-10', 1)}),
+	'SUCCESS', 'a payment left PROCESSING on the publisher is settled on the subscriber');
+is($subscriber->safe_psql('postgres', q{SELECT pay_begin('L-SUCCESS')}),
+	'ALREADY_SUCCEEDED', 'a payment made on the publisher is not charged again');
+is($subscriber->safe_psql('postgres', q{SELECT pay_begin('L-FIX')}),
+	'PROCEED', 'the payment the DBA fixed proceeds');
+my $order_3 = $subscriber->safe_psql('postgres', q{SELECT pay_open('SHOP', 'ORDER-3', 18, 'EUR')});
+is($subscriber->safe_psql('postgres', "SELECT node_id FROM pay_bizno_parse('$order_3')"),
+	2, 'a bizNo issued on the subscriber carries its own node id');
+is( $subscriber->safe_psql(
+		'postgres', qq{SELECT count(*) FROM pay_journal
+		               WHERE bizno IN ('SUB-1', 'L-LEFT', 'L-FIX', '$order_3') AND seq > $max_seq}),
+	5, 'the subscriber\'s journal rows follow the replicated ones');
+is( $subscriber->safe_psql(
+		'postgres', 'SELECT count(*) = count(DISTINCT seq) FROM pay_journal'),
+	't', 'no journal seq is used twice');
+is($subscriber->safe_psql('postgres', 'SELECT count(*) FROM pay_verify()'),
+	0, 'pay_verify() is empty on the subscriber in service');
+
+$subscriber->stop;
+$publisher->stop;
+done_testing();
