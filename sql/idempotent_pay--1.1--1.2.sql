@@ -57,6 +57,67 @@ ALTER TABLE @extschema@.pay_ledger ADD COLUMN note text;
 COMMENT ON COLUMN @extschema@.pay_ledger.note IS
 'The note of the latest write, journaled with it; NULL when that write set none (kept by the ledger)';
 
+-- pay_verify also finds a payment whose ledger row is gone although its
+-- journal ends in PROCESSING or SUCCESS, which no guarded DELETE allows.
+CREATE OR REPLACE FUNCTION @extschema@.pay_verify()
+RETURNS TABLE (bizno text, problem text)
+AS $$
+    WITH entries AS (
+        SELECT j.bizno, j.seq, j.from_status, j.to_status,
+               pg_catalog.lag(j.to_status) OVER w AS previous_status,
+               pg_catalog.count(*) FILTER (WHERE j.from_status IS NULL) OVER w AS life
+        FROM @extschema@.pay_journal AS j
+        WINDOW w AS (PARTITION BY j.bizno ORDER BY j.seq)
+    ), latest_life AS (
+        SELECT DISTINCT ON (e.bizno) e.bizno, e.life, e.to_status
+        FROM entries AS e
+        ORDER BY e.bizno, e.seq DESC
+    ), summary AS (
+        SELECT ll.bizno, ll.to_status AS last_status,
+               pg_catalog.count(*) FILTER (
+                   WHERE e.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
+                     AND e.from_status IS DISTINCT FROM e.to_status) AS entries_into_processing
+        FROM latest_life AS ll
+        JOIN entries AS e ON e.bizno OPERATOR(pg_catalog.=) ll.bizno
+                         AND e.life OPERATOR(pg_catalog.=) ll.life
+        GROUP BY ll.bizno, ll.to_status
+    )
+    SELECT l.bizno, 'the journal has no entry for this payment'
+    FROM @extschema@.pay_ledger AS l
+    LEFT JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE s.bizno IS NULL
+    UNION ALL
+    SELECT l.bizno, pg_catalog.format('the ledger says %s, the latest journal entry says %s',
+                                      l.status, s.last_status)
+    FROM @extschema@.pay_ledger AS l
+    JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.status OPERATOR(pg_catalog.<>) s.last_status
+    UNION ALL
+    SELECT l.bizno, pg_catalog.format('attempt is %s, the journal shows %s entries into PROCESSING',
+                                      l.attempt, s.entries_into_processing)
+    FROM @extschema@.pay_ledger AS l
+    JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.attempt OPERATOR(pg_catalog.<>) s.entries_into_processing
+    UNION ALL
+    SELECT e.bizno, pg_catalog.format('journal entry %s goes from %s, but the entry before it ended in %s',
+                                      e.seq, e.from_status, e.previous_status)
+    FROM entries AS e
+    WHERE e.from_status IS NOT NULL
+      AND e.from_status IS DISTINCT FROM e.previous_status
+    UNION ALL
+    SELECT ll.bizno, pg_catalog.format('the journal says %s, but the ledger has no such payment',
+                                       ll.to_status)
+    FROM latest_life AS ll
+    LEFT JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) ll.bizno
+    WHERE l.bizno IS NULL
+      AND ll.to_status OPERATOR(pg_catalog.=) ANY
+          (ARRAY['PROCESSING', 'SUCCESS']::@extschema@.pay_status[])
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_verify() IS
+'Every violation of the ledger/journal invariants, including a PROCESSING or SUCCESS payment missing from the ledger; no rows when all hold';
+
 -- The ledger across the database's life (src/lifecycle.c, README.md)
 
 CREATE FUNCTION @extschema@.pay_refuse_drop()

@@ -68,6 +68,13 @@ INSERT INTO orders (id, status) VALUES (2, 'SUCCESS');
 -- pay_verify says so.
 SELECT bizno, problem FROM pay_verify();
 
+-- A payment that can never be deleted, gone from the ledger behind the
+-- guard's back: its journal still says SUCCESS, and pay_verify says so.
+ALTER TABLE pay_ledger DISABLE TRIGGER pay_ledger_guard;
+DELETE FROM pay_ledger WHERE bizno = 'L-1';
+ALTER TABLE pay_ledger ENABLE ALWAYS TRIGGER pay_ledger_guard;
+SELECT bizno, problem FROM pay_verify() ORDER BY bizno;
+
 -- The deliberate way to remove the extension (README.md): archive, empty
 -- both tables as a superuser with their TRUNCATE guards off, then drop.
 \copy (SELECT count(*) FROM pay_ledger) TO stdout
