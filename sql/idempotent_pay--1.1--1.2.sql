@@ -33,8 +33,9 @@ CREATE DOMAIN @extschema@.pay_currency AS text
 COMMENT ON DOMAIN @extschema@.pay_currency IS
 'An ISO 4217 currency code: three upper-case letters';
 
--- The journal trigger's WHEN clause names amount and currency: it is
--- recreated around the change of their types.
+-- The journal trigger's WHEN clause named amount and currency; the trigger
+-- itself now skips an UPDATE that changes none of status, amount and
+-- currency (a WHEN clause is read and compiled again for every statement).
 DROP TRIGGER pay_ledger_journal_update ON @extschema@.pay_ledger;
 ALTER TABLE @extschema@.pay_ledger
     DROP CONSTRAINT pay_ledger_amount_check,
@@ -43,11 +44,24 @@ ALTER TABLE @extschema@.pay_ledger
     ALTER COLUMN currency TYPE @extschema@.pay_currency;
 CREATE TRIGGER pay_ledger_journal_update
     AFTER UPDATE ON @extschema@.pay_ledger
-    FOR EACH ROW
-    WHEN (OLD.status IS DISTINCT FROM NEW.status
-          OR OLD.amount IS DISTINCT FROM NEW.amount
-          OR OLD.currency IS DISTINCT FROM NEW.currency)
-    EXECUTE FUNCTION @extschema@.pay_ledger_journal();
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_ledger_journal();
+
+-- One business action, one bizNo: only generated bizNos have a (prefix,
+-- biz_id), so keys of other systems (both NULL) need no entry in the index.
+ALTER TABLE @extschema@.pay_ledger DROP CONSTRAINT pay_ledger_prefix_biz_id_key;
+CREATE UNIQUE INDEX pay_ledger_prefix_biz_id_key ON @extschema@.pay_ledger (prefix, biz_id)
+    WHERE biz_id IS NOT NULL;
+
+-- The payment API in C names every object with its schema and every
+-- operator with pg_catalog (src/ledger.c, src/journal.c), so it needs no
+-- search_path of its own, and setting one on every call costs more than
+-- the rest of a duplicate retry's work.  README.md, "Security model".
+ALTER FUNCTION @extschema@.pay_open(text, text, numeric, text) RESET search_path;
+ALTER FUNCTION @extschema@.pay_begin(text, numeric, text) RESET search_path;
+ALTER FUNCTION @extschema@.pay_succeed(text, text, integer) RESET search_path;
+ALTER FUNCTION @extschema@.pay_fail(text, text, integer) RESET search_path;
+ALTER FUNCTION @extschema@.pay_reset(text, text) RESET search_path;
+ALTER FUNCTION @extschema@.pay_transition(text, @extschema@.pay_status, text) RESET search_path;
 
 -- The note of a write travels in the row written: the API sets it, a DBA's
 -- UPDATE may set it, the journal trigger copies it.

@@ -11,9 +11,9 @@
  * an UPDATE that does not set it leaves it NULL, so a note is never carried
  * over to a later change.
  *
- * pay_ledger_journal() (AFTER INSERT, and AFTER UPDATE of status, amount
- * or currency) appends one journal row per transition and per amount
- * change, whoever wrote the ledger row -- the API or a raw statement -- so
+ * pay_ledger_journal() (AFTER INSERT OR UPDATE) appends one journal row per
+ * transition and per amount change (an UPDATE that changes none of status,
+ * amount and currency is skipped), whoever wrote the ledger row -- the API or a raw statement -- so
  * the latest journal entry of a bizNo always names its status.  The note
  * comes with the row written (the ledger's note column, set by the API or
  * by hand), else from idempotent_pay.journal_note.
@@ -336,6 +336,20 @@ InsertJournalRowBySql(const PayCatalog *catalog, Relation journal,
 }
 
 /*
+ * Whether an UPDATE of a ledger row changes what the journal records: its
+ * status, amount or currency.
+ */
+static bool
+JournaledChange(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple, HeapTuple newtuple)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+
+	return !PayColumnUnchanged(rel, oldtuple, newtuple, col[LEDGER_STATUS]) ||
+		!PayColumnUnchanged(rel, oldtuple, newtuple, col[LEDGER_AMOUNT]) ||
+		!PayColumnUnchanged(rel, oldtuple, newtuple, col[LEDGER_CURRENCY]);
+}
+
+/*
  * NOTIFY the transition as JSON.  Keys hold only [A-Za-z0-9_.:-], so they
  * need no escaping.
  */
@@ -372,6 +386,8 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 
 	if (!is_update && PayRestoring())
 		return PointerGetDatum(NULL);	/* the journal arrives with the data */
+	if (is_update && !JournaledChange(catalog, rel, trigdata->tg_trigtuple, tuple))
+		return PointerGetDatum(NULL);
 
 	/* lock the journal, then read its columns: an ALTER is seen */
 	journal = table_open(catalog->journal, RowExclusiveLock);

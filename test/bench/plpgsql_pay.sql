@@ -74,22 +74,37 @@ CREATE TRIGGER journal_update AFTER UPDATE ON plpgsql_pay.ledger
                        OR OLD.currency IS DISTINCT FROM NEW.currency)
     EXECUTE FUNCTION plpgsql_pay.journal_write();
 
-CREATE FUNCTION plpgsql_pay.pay_begin(p_bizno text) RETURNS pay_action
+CREATE FUNCTION plpgsql_pay.pay_begin(p_bizno text, p_amount numeric DEFAULT NULL,
+                                      p_currency text DEFAULT NULL) RETURNS pay_action
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
     current pay_status;
+    recorded plpgsql_pay.ledger;
 BEGIN
     IF p_bizno IS NULL OR p_bizno !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
         RAISE EXCEPTION 'invalid key' USING ERRCODE = '22P02';
     END IF;
+    IF p_amount <= 0 OR p_amount = 'NaN' OR p_amount = 'Infinity' OR p_currency !~ '^[A-Z]{3}$' THEN
+        RAISE EXCEPTION 'invalid amount or currency' USING ERRCODE = '22023';
+    END IF;
     LOOP
-        SELECT status INTO current FROM plpgsql_pay.ledger WHERE bizno = p_bizno;
+        SELECT * INTO recorded FROM plpgsql_pay.ledger WHERE bizno = p_bizno;
         IF NOT FOUND THEN
-            INSERT INTO plpgsql_pay.ledger (bizno, status) VALUES (p_bizno, 'PROCESSING') ON CONFLICT DO NOTHING;
+            INSERT INTO plpgsql_pay.ledger (bizno, status, amount, currency)
+            VALUES (p_bizno, 'PROCESSING', p_amount, p_currency) ON CONFLICT DO NOTHING;
             IF FOUND THEN
                 RETURN 'PROCEED';
             END IF;
             CONTINUE;
+        END IF;
+        current := recorded.status;
+        IF (p_amount IS NOT NULL AND p_amount IS DISTINCT FROM recorded.amount)
+           OR (p_currency IS NOT NULL AND p_currency IS DISTINCT FROM recorded.currency) THEN
+            IF current IN ('PROCESSING', 'SUCCESS') THEN
+                RAISE EXCEPTION 'the amount of a payment in flight or paid cannot change' USING ERRCODE = '55000';
+            END IF;
+            UPDATE plpgsql_pay.ledger SET amount = coalesce(p_amount, amount), currency = coalesce(p_currency, currency)
+            WHERE bizno = p_bizno;
         END IF;
         IF current = 'SUCCESS' THEN
             RETURN 'ALREADY_SUCCEEDED';

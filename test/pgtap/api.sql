@@ -13,7 +13,7 @@ SELECT has_table('pay_ledger');
 SELECT columns_are('pay_ledger', ARRAY['bizno', 'prefix', 'biz_id', 'status', 'amount', 'currency',
     'attempt', 'channel_ref', 'last_error', 'created_at', 'updated_at', 'processing_since', 'note']);
 SELECT col_is_pk('pay_ledger', 'bizno');
-SELECT col_is_unique('pay_ledger', ARRAY['prefix', 'biz_id']);
+SELECT index_is_unique('pay_ledger', 'pay_ledger_prefix_biz_id_key');
 SELECT has_table('pay_journal');
 SELECT columns_are('pay_journal', ARRAY['seq', 'bizno', 'attempt', 'from_status', 'to_status',
     'amount', 'at', 'txid', 'actor', 'note', 'currency']);
@@ -40,11 +40,15 @@ SELECT function_returns('pay_stuck', ARRAY['interval', 'integer'], 'setof pay_le
 SELECT function_returns('pay_grant', ARRAY['regrole'], 'void');
 SELECT function_returns('pay_allowed', ARRAY['pay_status', 'pay_status'], 'boolean');
 SELECT is_definer('pay_begin', ARRAY['text', 'numeric', 'text']);
-SELECT is((SELECT count(*)::int FROM pg_proc
+SELECT is((SELECT string_agg(proname || ':' || CASE WHEN proconfig::text LIKE '%search_path=%pg_temp%'
+                                                  THEN 'pinned' ELSE 'qualified' END, ',' ORDER BY proname)
+           FROM pg_proc
            WHERE proname IN ('pay_open', 'pay_begin', 'pay_succeed', 'pay_fail', 'pay_reset',
                              'pay_transition', 'pay_get', 'pay_stuck')
-             AND prosecdef AND proconfig::text LIKE '%search_path=%pg_temp%'),
-          8, 'every API function runs as the owner with a pinned search_path');
+             AND prosecdef),
+          'pay_begin:qualified,pay_fail:qualified,pay_get:pinned,pay_open:qualified,pay_reset:qualified,'
+          'pay_stuck:pinned,pay_succeed:qualified,pay_transition:qualified',
+          'every API function runs as the owner: SQL ones pin their search_path, C ones qualify every name');
 
 -- Decisions
 SELECT is(pay_begin('TAP-1', 5, 'USD'), 'PROCEED', 'a new bizNo: PROCEED');
