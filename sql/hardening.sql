@@ -89,7 +89,7 @@ SELECT pay_begin('H-NOTIFY', 1, 'EUR') AS payment_still_works;
 CREATE TABLE journal_audit (seq bigint, note text);
 CREATE FUNCTION audit_journal() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO journal_audit VALUES (NEW.seq, NEW.note);
+    INSERT INTO public.journal_audit VALUES (NEW.seq, NEW.note);
     RETURN NEW;
 END
 $$;
@@ -104,6 +104,11 @@ SELECT from_status, to_status, note, region, recorded_at IS NOT NULL AS recorded
 FROM pay_journal WHERE bizno = 'H-JOURNAL' ORDER BY seq;
 SELECT a.note FROM journal_audit AS a JOIN pay_journal AS j USING (seq)
 WHERE j.bizno = 'H-JOURNAL' ORDER BY seq;
+-- A typmod the executor would apply (numeric(12,2) rounds): applied.
+ALTER TABLE pay_journal ALTER COLUMN amount TYPE numeric(12,2);
+SELECT pay_begin('H-JOURNAL-TYPMOD', 1.005, 'EUR') AS begin;
+SELECT amount FROM pay_journal WHERE bizno = 'H-JOURNAL-TYPMOD';
+ALTER TABLE pay_journal ALTER COLUMN amount TYPE numeric;
 DROP TRIGGER audit ON pay_journal;
 ALTER TABLE pay_journal DROP COLUMN region, DROP COLUMN recorded_at, DROP COLUMN note_length;
 DROP TABLE journal_audit;
@@ -129,6 +134,20 @@ SELECT pay_begin('H-JOURNAL-3', 10, 'EUR') AS without_primary_key;
 ALTER TABLE pay_ledger ADD PRIMARY KEY (bizno);
 SELECT pay_begin('H-JOURNAL-3', 10, 'EUR') AS begin_again;
 SELECT * FROM pay_verify();
+
+-- A DBA's trigger that silently skips the API's UPDATEs: refused (55000),
+-- never a second PROCEED for the same attempt, never a spin.
+SELECT payment_in('H-SKIPPED', 'INIT') AS payment;
+SELECT pay_begin('H-SKIPPED-2', 10, 'EUR') AS processing;
+CREATE FUNCTION skip_updates() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+CREATE TRIGGER skip_updates BEFORE UPDATE ON pay_ledger FOR EACH ROW EXECUTE FUNCTION skip_updates();
+SET statement_timeout = '10s';
+SELECT outcome($$SELECT pay_begin('H-SKIPPED')$$) AS begin_skipped,
+       outcome($$SELECT pay_succeed('H-SKIPPED-2', 'BANK-1')$$) AS succeed_skipped;
+RESET statement_timeout;
+DROP TRIGGER skip_updates ON pay_ledger;
+DROP FUNCTION skip_updates();
+SELECT standing('H-SKIPPED') AS skipped, standing('H-SKIPPED-2') AS skipped_2;
 
 -- 6. The ledger's note belongs to the write that sets it: a DBA's manual fix
 -- carries its note into the journal, and a later write does not repeat it.

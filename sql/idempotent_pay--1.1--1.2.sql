@@ -21,14 +21,14 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION @extschema@.pay_currency_valid(text) IS
 'Whether a text is an ISO 4217 currency code: three upper-case letters';
 
-CREATE DOMAIN @extschema@.pay_amount AS numeric
-    CONSTRAINT pay_amount_check CHECK (@extschema@.pay_amount_valid(VALUE));
+-- The domains get their CHECKs after the columns have their types: a
+-- change to a domain without constraints rewrites nothing.
+CREATE DOMAIN @extschema@.pay_amount AS numeric;
 
 COMMENT ON DOMAIN @extschema@.pay_amount IS
 'A payment amount: finite and greater than 0';
 
-CREATE DOMAIN @extschema@.pay_currency AS text
-    CONSTRAINT pay_currency_check CHECK (@extschema@.pay_currency_valid(VALUE));
+CREATE DOMAIN @extschema@.pay_currency AS text;
 
 COMMENT ON DOMAIN @extschema@.pay_currency IS
 'An ISO 4217 currency code: three upper-case letters';
@@ -46,22 +46,39 @@ CREATE TRIGGER pay_ledger_journal_update
     AFTER UPDATE ON @extschema@.pay_ledger
     FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_ledger_journal();
 
+-- New writes are held to the rule at once; rows written under 1.0 or 1.1,
+-- whose CHECK let NaN and Infinity in, are validated when there are none
+-- and reported otherwise (the constraint stays NOT VALID until a DBA fixes
+-- them and runs ALTER DOMAIN ... VALIDATE CONSTRAINT).
+ALTER DOMAIN @extschema@.pay_amount
+    ADD CONSTRAINT pay_amount_check CHECK (@extschema@.pay_amount_valid(VALUE)) NOT VALID;
+ALTER DOMAIN @extschema@.pay_currency
+    ADD CONSTRAINT pay_currency_check CHECK (@extschema@.pay_currency_valid(VALUE)) NOT VALID;
+DO $$
+DECLARE
+    invalid bigint;
+BEGIN
+    SELECT pg_catalog.count(*) INTO invalid FROM @extschema@.pay_ledger AS l
+    WHERE NOT @extschema@.pay_amount_valid(l.amount) OR NOT @extschema@.pay_currency_valid(l.currency);
+    IF invalid OPERATOR(pg_catalog.=) 0 THEN
+        ALTER DOMAIN @extschema@.pay_amount VALIDATE CONSTRAINT pay_amount_check;
+        ALTER DOMAIN @extschema@.pay_currency VALIDATE CONSTRAINT pay_currency_check;
+    ELSE
+        RAISE WARNING '% payments in pay_ledger have an amount or currency idempotent_pay 1.2 refuses', invalid
+            USING DETAIL = 'NaN or Infinity amounts, or malformed currencies, which 1.0 and 1.1 let in.',
+                  HINT = 'SELECT * FROM pay_ledger WHERE NOT pay_amount_valid(amount) OR NOT pay_currency_valid(currency); '
+                         'set them right, then ALTER DOMAIN pay_amount VALIDATE CONSTRAINT pay_amount_check '
+                         '(and the same for pay_currency).';
+    END IF;
+END
+$$;
+
 -- One business action, one bizNo: only generated bizNos have a (prefix,
 -- biz_id), so keys of other systems (both NULL) need no entry in the index.
 ALTER TABLE @extschema@.pay_ledger DROP CONSTRAINT pay_ledger_prefix_biz_id_key;
 CREATE UNIQUE INDEX pay_ledger_prefix_biz_id_key ON @extschema@.pay_ledger (prefix, biz_id)
     WHERE biz_id IS NOT NULL;
 
--- The payment API in C names every object with its schema and every
--- operator with pg_catalog (src/ledger.c, src/journal.c), so it needs no
--- search_path of its own, and setting one on every call costs more than
--- the rest of a duplicate retry's work.  README.md, "Security model".
-ALTER FUNCTION @extschema@.pay_open(text, text, numeric, text) RESET search_path;
-ALTER FUNCTION @extschema@.pay_begin(text, numeric, text) RESET search_path;
-ALTER FUNCTION @extschema@.pay_succeed(text, text, integer) RESET search_path;
-ALTER FUNCTION @extschema@.pay_fail(text, text, integer) RESET search_path;
-ALTER FUNCTION @extschema@.pay_reset(text, text) RESET search_path;
-ALTER FUNCTION @extschema@.pay_transition(text, @extschema@.pay_status, text) RESET search_path;
 
 -- The note of a write travels in the row written: the API sets it, a DBA's
 -- UPDATE may set it, the journal trigger copies it.
@@ -140,16 +157,19 @@ AS 'MODULE_PATHNAME', 'pay_refuse_drop'
 LANGUAGE C;
 
 COMMENT ON FUNCTION @extschema@.pay_refuse_drop() IS
-'Event trigger refusing DROP EXTENSION idempotent_pay (and DROP SCHEMA ... CASCADE of its schema) while pay_ledger holds a payment';
+'Event trigger refusing DROP EXTENSION idempotent_pay (and DROP SCHEMA ... CASCADE of its schema, DROP OWNED BY its owner) while pay_ledger holds a payment';
 
 CREATE EVENT TRIGGER pay_refuse_drop ON ddl_command_start
-    WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA')
+    WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA', 'DROP OWNED')
     EXECUTE FUNCTION @extschema@.pay_refuse_drop();
 ALTER EVENT TRIGGER pay_refuse_drop ENABLE ALWAYS;
 
 -- ALTER TABLE ... ENABLE TRIGGER [ALL] (pg_restore --disable-triggers ends
 -- with it) would leave a guard firing on origin sessions only: put it back
--- to ALWAYS, as pay_protect and the install script made it.
+-- to ALWAYS, as pay_protect and the install script made it.  It fires on
+-- every ALTER TABLE in the database, by any role: it reads the catalogs
+-- only (no privilege on the extension's schema needed) and names nothing
+-- by its schema.
 CREATE FUNCTION @extschema@.pay_keep_guards_always()
 RETURNS event_trigger
 AS $$
@@ -162,7 +182,10 @@ BEGIN
         JOIN pg_catalog.pg_event_trigger_ddl_commands() AS c
           ON c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
          AND c.objid OPERATOR(pg_catalog.=) t.tgrelid
-        WHERE t.tgfoid OPERATOR(pg_catalog.=) '@extschema@.pay_guard()'::pg_catalog.regprocedure
+        JOIN pg_catalog.pg_proc AS p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+        JOIN pg_catalog.pg_extension AS e ON e.extnamespace OPERATOR(pg_catalog.=) p.pronamespace
+        WHERE e.extname OPERATOR(pg_catalog.=) 'idempotent_pay'
+          AND p.proname OPERATOR(pg_catalog.=) 'pay_guard'
           AND t.tgenabled OPERATOR(pg_catalog.=) 'O'
     LOOP
         EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', guard.tbl, guard.tgname);

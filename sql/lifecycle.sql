@@ -4,7 +4,10 @@
 
 CREATE DATABASE regress_lifecycle;
 \c regress_lifecycle
+CREATE ROLE regress_lifecycle_dba SUPERUSER;
+SET ROLE regress_lifecycle_dba;
 CREATE EXTENSION idempotent_pay;
+RESET ROLE;
 SELECT pay_begin('L-1', 10, 'EUR'), pay_succeed('L-1', 'BANK-1');
 SELECT pay_begin('L-2', 10, 'EUR');
 
@@ -16,6 +19,8 @@ DROP EXTENSION idempotent_pay CASCADE;
 DROP SCHEMA public CASCADE;
 \echo :LAST_ERROR_SQLSTATE
 DROP EXTENSION IF EXISTS plpgsql, idempotent_pay CASCADE;
+DROP OWNED BY regress_lifecycle_dba;
+\echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS payments_kept FROM pay_ledger;
 DROP SCHEMA IF EXISTS no_such_schema CASCADE;
 SELECT pay_refuse_drop();
@@ -89,4 +94,4 @@ SELECT count(*) AS extensions_left FROM pg_extension WHERE extname = 'idempotent
 
 \c contrib_regression
 DROP DATABASE regress_lifecycle;
-DROP ROLE regress_lifecycle_owner;
+DROP ROLE regress_lifecycle_owner, regress_lifecycle_dba;

@@ -55,6 +55,8 @@ static const ColumnSpec ledger_columns[LEDGER_COLUMNS] = {
 	[LEDGER_AMOUNT] = {"amount", NUMERICOID},
 	[LEDGER_CURRENCY] = {"currency", TEXTOID},
 	[LEDGER_ATTEMPT] = {"attempt", INT4OID},
+	[LEDGER_CHANNEL_REF] = {"channel_ref", TEXTOID},
+	[LEDGER_LAST_ERROR] = {"last_error", TEXTOID},
 	[LEDGER_CREATED_AT] = {"created_at", TIMESTAMPTZOID},
 	[LEDGER_UPDATED_AT] = {"updated_at", TIMESTAMPTZOID},
 	[LEDGER_PROCESSING_SINCE] = {"processing_since", TIMESTAMPTZOID},
@@ -81,19 +83,16 @@ static bool tables_valid = false;
 static bool callbacks_registered = false;
 /* counts the invalidations that hit us, to detect one during a lookup */
 static uint64 invalidations = 0;
+/* the type cache hash values of pay_status and pay_action */
+static uint32 status_type_hash = 0;
+static uint32 action_type_hash = 0;
 
-static bool
-IsOurType(uint32 hashvalue)
-{
-	return hashvalue == 0 ||
-		hashvalue == GetSysCacheHashValue1(TYPEOID, ObjectIdGetDatum(catalog.status_type)) ||
-		hashvalue == GetSysCacheHashValue1(TYPEOID, ObjectIdGetDatum(catalog.action_type));
-}
-
+/* A type changed (hashvalue 0: all of them), or a schema was renamed. */
 static void
 ForgetTypes(Datum arg, int cacheid, uint32 hashvalue)
 {
-	if (IsOurType(hashvalue))
+	if (cacheid == NAMESPACEOID || hashvalue == 0 ||
+		hashvalue == status_type_hash || hashvalue == action_type_hash)
 	{
 		types_valid = false;
 		invalidations++;
@@ -103,8 +102,8 @@ ForgetTypes(Datum arg, int cacheid, uint32 hashvalue)
 static void
 ForgetTables(Datum arg, Oid relid)
 {
-	if (relid == InvalidOid || relid == catalog.ledger ||
-		relid == catalog.ledger_pkey || relid == catalog.journal)
+	if (relid == InvalidOid || relid == catalog.ledger || relid == catalog.ledger_pkey ||
+		relid == catalog.journal || relid == catalog.journal_sequence)
 	{
 		tables_valid = false;
 		invalidations++;
@@ -234,7 +233,8 @@ LookupLedgerKey(Relation ledger)
 /*
  * Whether journal rows may go straight into the journal's heap and indexes:
  * only when nothing the executor would do on INSERT is left undone -- every
- * column is one the trigger fills (no default to compute), no generated
+ * column is one the trigger fills (no default to compute) and of exactly the
+ * type it is filled with (no domain, no typmod to check), no generated
  * column, no INSERT trigger or rule, no row security, not partitioned and
  * no partition.  NOT NULL and CHECK constraints and the indexes are
  * applied by journal.c itself.
@@ -249,6 +249,17 @@ JournalAllowsDirectInsert(Relation journal)
 	for (int a = 0; a < tupdesc->natts; a++)
 		if (!TupleDescAttr(tupdesc, a)->attisdropped)
 			columns++;
+
+	/* no domain or typmod whose check the executor's coercion would make */
+	for (int i = 0; i < JOURNAL_COLUMNS; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, catalog.journal_attnums[i] - 1);
+		Oid			expected = OidIsValid(journal_columns[i].type) ?
+		journal_columns[i].type : catalog.status_type;
+
+		if (attr->atttypid != expected || attr->atttypmod != -1)
+			return false;
+	}
 
 	return columns == JOURNAL_COLUMNS &&
 		journal->rd_rel->relkind == RELKIND_RELATION &&
@@ -269,23 +280,21 @@ LookupTypes(FunctionCallInfo fcinfo)
 {
 	Oid			namespace = get_func_namespace(fcinfo->flinfo->fn_oid);
 
-	if (catalog.schema == NULL || catalog.namespace != namespace)
-	{
-		char	   *name = get_namespace_name(namespace);
-
-		if (catalog.schema != NULL)
-			pfree((char *) catalog.schema);
-		catalog.schema = MemoryContextStrdup(CacheMemoryContext,
-											 quote_identifier(name));
-		catalog.namespace = namespace;
-	}
+	/* the name again every time: ALTER SCHEMA ... RENAME keeps the OID */
+	if (catalog.schema != NULL)
+		pfree((char *) catalog.schema);
+	catalog.schema = MemoryContextStrdup(CacheMemoryContext,
+										 quote_identifier(get_namespace_name(namespace)));
+	catalog.namespace = namespace;
 
 	catalog.status_type = LookupType(namespace, "pay_status");
+	status_type_hash = GetSysCacheHashValue1(TYPEOID, ObjectIdGetDatum(catalog.status_type));
 	for (int status = 0; status < PAY_STATUS_COUNT; status++)
 		catalog.status_labels[status] =
 			LookupLabel(catalog.status_type, PayStatusName(status));
 
 	catalog.action_type = LookupType(namespace, "pay_action");
+	action_type_hash = GetSysCacheHashValue1(TYPEOID, ObjectIdGetDatum(catalog.action_type));
 	for (int action = 0; action < PAY_ACTION_COUNT; action++)
 		catalog.action_labels[action] =
 			LookupLabel(catalog.action_type, PayActionName(action));
@@ -324,6 +333,7 @@ PayCatalogGet(FunctionCallInfo fcinfo)
 	if (!callbacks_registered)
 	{
 		CacheRegisterSyscacheCallback(TYPEOID, ForgetTypes, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, ForgetTypes, (Datum) 0);
 		CacheRegisterRelcacheCallback(ForgetTables, (Datum) 0);
 		callbacks_registered = true;
 	}
@@ -368,6 +378,10 @@ PayStatusFromLabel(const PayCatalog *cat, Oid label)
 	for (int status = 0; status < PAY_STATUS_COUNT; status++)
 		if (cat->status_labels[status] == label)
 			return (PayStatus) status;
-	elog(ERROR, "%u is not a label of pay_status", label);
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+			 errmsg("\"%s\" is not a state of the payment state machine",
+					DatumGetCString(DirectFunctionCall1(enum_out, ObjectIdGetDatum(label)))),
+			 errhint("pay_status has the labels INIT, PROCESSING, SUCCESS and FAILED; a label added to it is no state.")));
 	pg_unreachable();
 }

@@ -16,7 +16,7 @@
 
 #include "machine.h"
 
-/* The columns of pay_ledger the C code reads and writes by number. */
+/* The columns of pay_ledger the C code reads and writes. */
 typedef enum LedgerColumn
 {
 	LEDGER_BIZNO,
@@ -26,6 +26,8 @@ typedef enum LedgerColumn
 	LEDGER_AMOUNT,
 	LEDGER_CURRENCY,
 	LEDGER_ATTEMPT,
+	LEDGER_CHANNEL_REF,
+	LEDGER_LAST_ERROR,
 	LEDGER_CREATED_AT,
 	LEDGER_UPDATED_AT,
 	LEDGER_PROCESSING_SINCE,

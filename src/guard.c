@@ -107,6 +107,12 @@ PayCheckTriggerProtocol(FunctionCallInfo fcinfo, const char *function,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("%s must be fired FOR EACH ROW", function)));
 
+	/* a deferred constraint trigger would act twice or out of order */
+	if (OidIsValid(trigdata->tg_trigger->tgconstraint))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("%s must not be fired as a constraint trigger", function)));
+
 	if ((TRIGGER_FIRED_BY_INSERT(event) && !(events & PAY_ON_INSERT)) ||
 		(TRIGGER_FIRED_BY_UPDATE(event) && !(events & PAY_ON_UPDATE)) ||
 		(TRIGGER_FIRED_BY_DELETE(event) && !(events & PAY_ON_DELETE)))
@@ -122,13 +128,16 @@ PayCheckTriggerProtocol(FunctionCallInfo fcinfo, const char *function,
  *
  * Every script pg_dump writes, and every connection of pg_restore (serial,
  * parallel, single-transaction, data-only), sets row_security = off and
- * check_function_bodies = false before it loads any data; an application
- * does neither.  Restoring idempotent_pay takes a superuser (CREATE
- * EXTENSION does), and an application role never is one.  A superuser's
- * INSERT in that state is taken as it comes -- any state, the ledger's
- * history untouched, no journal row (the journal arrives with the data).
- * The API's own writes run inside SECURITY DEFINER functions, which a
- * restore never does, so they are never taken for one.
+ * check_function_bodies = false before it loads any data -- unless the
+ * dump or restore is run with --enable-row-security, which README.md says
+ * not to do; an application does neither.  Restoring idempotent_pay takes
+ * a superuser (CREATE EXTENSION does), and an application role never is
+ * one.  A superuser's INSERT in that state is taken as it comes -- any
+ * state, the ledger's history untouched, no journal row (the journal
+ * arrives with the data).  The API's own writes run inside SECURITY
+ * DEFINER functions, which a restore never does, so they are never taken
+ * for one.  A superuser who sets both by hand is restoring, as far as the
+ * guard can tell.
  */
 bool
 PayRestoring(void)

@@ -56,6 +56,7 @@
 #include "nodes/bitmapset.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
@@ -289,10 +290,13 @@ InsertJournalRowDirectly(const PayCatalog *catalog, Relation journal,
 }
 
 /*
- * Append one row to the journal by an INSERT statement, as the journal's
+ * Append one row to the journal by an INSERT statement: defaults, triggers,
+ * rules and everything else an INSERT does apply.  It runs as the journal's
  * owner (the session's role may not insert into it; the actor column still
- * names that role): defaults, triggers, rules and everything else an
- * INSERT does apply.
+ * names that role), the way PostgreSQL runs maintenance as a table's owner:
+ * a security-restricted operation with search_path pinned to pg_catalog, so
+ * what a DBA's trigger or default there resolves does not depend on the
+ * caller.
  */
 static void
 InsertJournalRowBySql(const PayCatalog *catalog, Relation journal,
@@ -305,6 +309,7 @@ InsertJournalRowBySql(const PayCatalog *catalog, Relation journal,
 	char		spi_nulls[JOURNAL_COLUMNS];
 	Oid			saved_user;
 	int			saved_context;
+	int			nest_level;
 	int			ret;
 
 	for (int i = 0; i < JOURNAL_COLUMNS; i++)
@@ -312,26 +317,38 @@ InsertJournalRowBySql(const PayCatalog *catalog, Relation journal,
 
 	GetUserIdAndSecContext(&saved_user, &saved_context);
 	SetUserIdAndSecContext(journal->rd_rel->relowner,
-						   saved_context | SECURITY_LOCAL_USERID_CHANGE);
+						   saved_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	nest_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	SPI_connect();
 	if (insert_plan == NULL || insert_plan_generation != catalog->generation)
 	{
+		SPIPlanPtr	plan;
+
 		if (insert_plan != NULL)
+		{
 			SPI_freeplan(insert_plan);
-		insert_plan = SPI_prepare(psprintf("INSERT INTO %s.pay_journal (seq, bizno, attempt, "
-										   "from_status, to_status, amount, currency, at, txid, "
-										   "actor, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
-										   "$9, $10, $11)", catalog->schema),
-								  JOURNAL_COLUMNS, types);
-		if (insert_plan == NULL)
+			insert_plan = NULL;
+		}
+		plan = SPI_prepare(psprintf("INSERT INTO %s.pay_journal (seq, bizno, attempt, "
+									"from_status, to_status, amount, currency, at, txid, "
+									"actor, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
+									"$9, $10, $11)", catalog->schema),
+						   JOURNAL_COLUMNS, types);
+		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(insert_plan);
+		SPI_keepplan(plan);
+		insert_plan = plan;
 		insert_plan_generation = catalog->generation;
 	}
+	/* a rule of the DBA's may rewrite the INSERT: that is the DBA's will */
 	ret = SPI_execute_plan(insert_plan, (Datum *) values, spi_nulls, false, 0);
-	if (ret != SPI_OK_INSERT)
+	if (ret != SPI_OK_INSERT && ret != SPI_OK_REWRITTEN)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	SPI_finish();
+	AtEOXact_GUC(true, nest_level);
 	SetUserIdAndSecContext(saved_user, saved_context);
 }
 

@@ -158,18 +158,24 @@ PreparePlans(const PayCatalog *catalog)
 	if (plans_generation == catalog->generation)
 		return;
 
+	/* an error part-way leaves the generation old: all are prepared again */
 	for (int i = 0; i < PLAN_COUNT; i++)
 	{
 		const char *set_note = write_note && note_params[i] ?
 		psprintf(", note = $%d", note_params[i]) : "";
+		SPIPlanPtr	plan;
 
 		if (plans[i] != NULL)
+		{
 			SPI_freeplan(plans[i]);
-		plans[i] = SPI_prepare(psprintf(plan_queries[i], catalog->schema, set_note),
-							   nargs[i], argtypes[i]);
-		if (plans[i] == NULL)
+			plans[i] = NULL;
+		}
+		plan = SPI_prepare(psprintf(plan_queries[i], catalog->schema, set_note),
+						   nargs[i], argtypes[i]);
+		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(plans[i]);
+		SPI_keepplan(plan);
+		plans[i] = plan;
 	}
 	plans_generation = catalog->generation;
 	plans_write_note = write_note;
@@ -297,6 +303,22 @@ ProbeRow(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 	return found;
 }
 
+/*
+ * Refuse (55000) when an UPDATE of a locked row changed nothing: a trigger
+ * or rule of the DBA's on pay_ledger suppressed it, and the API must not
+ * answer as though it had written.
+ */
+static void
+RequireRowWritten(uint64 processed, Datum bizno)
+{
+	if (processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the write of payment %s was suppressed", TextDatumGetCString(bizno)),
+				 errdetail("A trigger or rule on pay_ledger skipped an UPDATE of the API."),
+				 errhint("Let the triggers and rules of pay_ledger pass the API's writes.")));
+}
+
 static void
 SetStatus(const PayCatalog *catalog, Datum bizno, PayStatus status, const char *note)
 {
@@ -304,7 +326,7 @@ SetStatus(const PayCatalog *catalog, Datum bizno, PayStatus status, const char *
 	note ? CStringGetTextDatum(note) : (Datum) 0};
 	char		nulls[3] = {' ', ' ', note ? ' ' : 'n'};
 
-	RunNotedPlan(catalog, PLAN_SET_STATUS, args, nulls, note);
+	RequireRowWritten(RunNotedPlan(catalog, PLAN_SET_STATUS, args, nulls, note), bizno);
 }
 
 /*
@@ -448,7 +470,7 @@ ApplyAmount(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 	nulls[1] = (amount->has_amount || !row->amount_null) ? ' ' : 'n';
 	args[2] = amount->has_currency ? amount->currency : row->currency;
 	nulls[2] = (amount->has_currency || !row->currency_null) ? ' ' : 'n';
-	RunPlan(catalog, PLAN_SET_AMOUNT, args, nulls);
+	RequireRowWritten(RunPlan(catalog, PLAN_SET_AMOUNT, args, nulls), bizno);
 }
 
 /*
@@ -570,6 +592,7 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 	Datum		args[6];
 	char		nulls[6] = {' ', ' ', 'n', 'n', ' ', 'n'};
 	LedgerRow	row;
+	int32		settled_attempt = -1;	/* the attempt last found PROCESSING */
 
 	args[0] = bizno;
 	args[1] = PayStatusGetDatum(catalog, target);
@@ -613,6 +636,9 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 		if (verdict == PAY_ILLEGAL)
 			PayRaiseIllegalTransition(NULL, KeyDescription(bizno), row.status, target);
 		/* it left and re-entered PROCESSING meanwhile: settle that attempt */
+		if (row.attempt == settled_attempt)
+			RequireRowWritten(0, bizno);	/* no: the UPDATE was suppressed */
+		settled_attempt = row.attempt;
 	}
 	SPI_finish();
 

@@ -2,62 +2,103 @@
  *
  * lifecycle.c
  *	  The extension's life in a database: DROP EXTENSION idempotent_pay,
- *	  with or without CASCADE, and DROP SCHEMA ... CASCADE of its schema
- *	  are refused while the ledger holds a payment.
+ *	  with or without CASCADE, DROP SCHEMA ... CASCADE of its schema and
+ *	  DROP OWNED BY the ledger's owner are refused while the ledger holds a
+ *	  payment.
  *
  * The ledger is the memory that stops a second charge: dropping it re-opens
  * every old order to PROCEED.  pay_refuse_drop() is an event trigger on
  * ddl_command_start (ENABLE ALWAYS), so it sees the DROP before anything is
- * dropped and counts the payments that would go.  README.md shows the
- * deliberate way out: archive, empty the tables as a superuser, then drop.
+ * dropped; it locks the ledger as the DROP would, then looks for payments,
+ * so none committed meanwhile is missed.  DROP DATABASE and single-user
+ * mode fire no event trigger.  README.md shows the deliberate way out:
+ * archive, empty the tables as a superuser, then drop.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
 #include "commands/event_trigger.h"
 #include "executor/spi.h"
 #include "nodes/parsenodes.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
-#include "catalog.h"
 #include "lifecycle.h"
 
 #define EXTENSION_NAME "idempotent_pay"
 
 PG_FUNCTION_INFO_V1(pay_refuse_drop);
 
-/* Whether stmt drops the extension, or its schema with everything in it. */
+/*
+ * Whether parsetree drops the ledger: the extension, its schema with
+ * everything in it, or everything its owner owns.
+ */
 static bool
-DropsTheLedger(DropStmt *stmt, const PayCatalog *catalog)
+DropsTheLedger(Node *parsetree, Oid namespace, Oid ledger_owner)
 {
-	const char *schema = get_namespace_name(catalog->namespace);
 	ListCell   *cell;
 
-	if (stmt->removeType != OBJECT_EXTENSION &&
-		!(stmt->removeType == OBJECT_SCHEMA && stmt->behavior == DROP_CASCADE))
-		return false;
-
-	foreach(cell, stmt->objects)
+	if (IsA(parsetree, DropOwnedStmt))
 	{
-		const char *name = strVal(lfirst(cell));
+		foreach(cell, ((DropOwnedStmt *) parsetree)->roles)
+			if (get_rolespec_oid(lfirst(cell), true) == ledger_owner)
+				return true;
+		return false;
+	}
+	if (IsA(parsetree, DropStmt))
+	{
+		DropStmt   *stmt = (DropStmt *) parsetree;
+		const char *schema = get_namespace_name(namespace);
 
-		if (strcmp(name, stmt->removeType == OBJECT_EXTENSION ? EXTENSION_NAME : schema) == 0)
-			return true;
+		if (stmt->removeType != OBJECT_EXTENSION &&
+			!(stmt->removeType == OBJECT_SCHEMA && stmt->behavior == DROP_CASCADE))
+			return false;
+		foreach(cell, stmt->objects)
+		{
+			const char *name = strVal(lfirst(cell));
+
+			if (strcmp(name, stmt->removeType == OBJECT_EXTENSION ? EXTENSION_NAME : schema) == 0)
+				return true;
+		}
 	}
 	return false;
 }
 
+static Oid
+RelationOwner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/*
+ * The payments in the ledger, seen with a fresh snapshot under the lock
+ * the DROP would take.
+ */
 static int64
-CountPayments(const PayCatalog *catalog)
+CountPayments(Oid ledger)
 {
 	bool		isnull;
 	int64		payments;
 
+	LockRelationOid(ledger, AccessExclusiveLock);
 	SPI_connect();
-	if (SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM %s.pay_ledger", catalog->schema),
-					true, 0) != SPI_OK_SELECT)
+	if (SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM %s.%s",
+							 quote_identifier(get_namespace_name(get_rel_namespace(ledger))),
+							 quote_identifier(get_rel_name(ledger))),
+					false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not count the payments of pay_ledger");
 	payments = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 										   1, &isnull));
@@ -72,7 +113,8 @@ Datum
 pay_refuse_drop(PG_FUNCTION_ARGS)
 {
 	EventTriggerData *trigdata = (EventTriggerData *) fcinfo->context;
-	const PayCatalog *catalog;
+	Oid			namespace;
+	Oid			ledger;
 	int64		payments;
 
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo) || strcmp(trigdata->event, "ddl_command_start") != 0)
@@ -80,13 +122,14 @@ pay_refuse_drop(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_EVENT_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("pay_refuse_drop() must be fired as an event trigger on ddl_command_start")));
 
-	if (!IsA(trigdata->parsetree, DropStmt))
-		PG_RETURN_VOID();
-	catalog = PayCatalogGet(fcinfo);
-	if (!DropsTheLedger((DropStmt *) trigdata->parsetree, catalog))
+	/* a ledger already gone, as in a damaged install, is no reason to refuse */
+	namespace = get_func_namespace(fcinfo->flinfo->fn_oid);
+	ledger = get_relname_relid("pay_ledger", namespace);
+	if (!OidIsValid(ledger) ||
+		!DropsTheLedger(trigdata->parsetree, namespace, RelationOwner(ledger)))
 		PG_RETURN_VOID();
 
-	payments = CountPayments(catalog);
+	payments = CountPayments(ledger);
 	if (payments > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
