@@ -135,7 +135,7 @@ ALTER TABLE pay_ledger ADD PRIMARY KEY (bizno);
 SELECT pay_begin('H-JOURNAL-3', 10, 'EUR') AS begin_again;
 SELECT * FROM pay_verify();
 
--- A DBA's trigger that silently skips the API's UPDATEs: refused (55000),
+-- A DBA's trigger that silently skips the API's writes: refused (55000),
 -- never a second PROCEED for the same attempt, never a spin.
 SELECT payment_in('H-SKIPPED', 'INIT') AS payment;
 SELECT pay_begin('H-SKIPPED-2', 10, 'EUR') AS processing;
@@ -144,8 +144,12 @@ CREATE TRIGGER skip_updates BEFORE UPDATE ON pay_ledger FOR EACH ROW EXECUTE FUN
 SET statement_timeout = '10s';
 SELECT outcome($$SELECT pay_begin('H-SKIPPED')$$) AS begin_skipped,
        outcome($$SELECT pay_succeed('H-SKIPPED-2', 'BANK-1')$$) AS succeed_skipped;
-RESET statement_timeout;
 DROP TRIGGER skip_updates ON pay_ledger;
+CREATE TRIGGER skip_inserts BEFORE INSERT ON pay_ledger FOR EACH ROW EXECUTE FUNCTION skip_updates();
+SELECT outcome($$SELECT pay_begin('H-SKIPPED-3', 10, 'EUR')$$) AS begin_insert_skipped,
+       outcome($$SELECT pay_open('HSKIP', 'ORDER-1', 10, 'EUR')$$) AS open_insert_skipped;
+RESET statement_timeout;
+DROP TRIGGER skip_inserts ON pay_ledger;
 DROP FUNCTION skip_updates();
 SELECT standing('H-SKIPPED') AS skipped, standing('H-SKIPPED-2') AS skipped_2;
 

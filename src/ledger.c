@@ -304,7 +304,7 @@ ProbeRow(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 }
 
 /*
- * Refuse (55000) when an UPDATE of a locked row changed nothing: a trigger
+ * Refuse (55000) when a write that must write one row wrote none: a trigger
  * or rule of the DBA's on pay_ledger suppressed it, and the API must not
  * answer as though it had written.
  */
@@ -315,7 +315,7 @@ RequireRowWritten(uint64 processed, Datum bizno)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the write of payment %s was suppressed", TextDatumGetCString(bizno)),
-				 errdetail("A trigger or rule on pay_ledger skipped an UPDATE of the API."),
+				 errdetail("A trigger or rule on pay_ledger skipped a write of the API."),
 				 errhint("Let the triggers and rules of pay_ledger pass the API's writes.")));
 }
 
@@ -556,7 +556,8 @@ pay_begin(PG_FUNCTION_ARGS)
 				 * is gone.  Insert without ON CONFLICT: PostgreSQL names the
 				 * index that refuses it, or the row goes in.
 				 */
-				InsertRow(catalog, PLAN_INSERT_STRICT, bizno, decision.steps[0], &amount);
+				RequireRowWritten(InsertRow(catalog, PLAN_INSERT_STRICT, bizno,
+											decision.steps[0], &amount), bizno);
 				action = decision.action;
 				break;
 			}
@@ -771,6 +772,8 @@ pay_open(PG_FUNCTION_ARGS)
 			bizno = SPI_datumTransfer(bizno, false, -1);
 			break;
 		}
+		if (insert == PLAN_INSERT_STRICT)
+			RequireRowWritten(0, bizno);	/* a trigger skipped it, twice */
 
 		/*
 		 * A unique key refused the new row: the business action was
