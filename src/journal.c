@@ -13,14 +13,15 @@
  *
  * pay_ledger_journal() (AFTER INSERT OR UPDATE) appends one journal row per
  * transition and per amount change (an UPDATE that changes none of status,
- * amount and currency is skipped), whoever wrote the ledger row -- the API or a raw statement -- so
- * the latest journal entry of a bizNo always names its status.  The note
- * comes with the row written (the ledger's note column, set by the API or
- * by hand), else from idempotent_pay.journal_note.
+ * amount and currency is skipped), whoever wrote the ledger row -- the API
+ * or a raw statement -- so the latest journal entry of a bizNo always names
+ * its status.  The note comes with the row written (the ledger's note
+ * column, set by the API or by hand), else from idempotent_pay.journal_note.
  *
- * While the journal has exactly the columns the trigger fills and nothing
- * else an INSERT would run (catalog.c decides: no defaults to compute, no
- * INSERT trigger or rule, no generated column, no row security, no
+ * While the journal has exactly the columns the trigger fills, of exactly
+ * the types it fills them with, and nothing else an INSERT would run
+ * (catalog.c decides: no defaults to compute, no domain or typmod to check,
+ * no INSERT trigger or rule, no generated column, no row security, no
  * partitioning), a row goes straight into its heap and indexes with its
  * NOT NULL and CHECK constraints checked, as logical replication's apply
  * does, without planning a statement per row.  Otherwise -- a DBA added a
