@@ -22,6 +22,7 @@
 #include "catalog/pg_class.h"
 #include "commands/event_trigger.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -85,15 +86,21 @@ RelationOwner(Oid relid)
 
 /*
  * The payments in the ledger, seen with a fresh snapshot under the lock
- * the DROP would take.
+ * the DROP would take, counted as the ledger's owner (whoever drops may
+ * not read it, and no row security hides a row from its owner).
  */
 static int64
-CountPayments(Oid ledger)
+CountPayments(Oid ledger, Oid owner)
 {
 	bool		isnull;
 	int64		payments;
+	Oid			saved_user;
+	int			saved_context;
 
 	LockRelationOid(ledger, AccessExclusiveLock);
+	GetUserIdAndSecContext(&saved_user, &saved_context);
+	SetUserIdAndSecContext(owner, saved_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
 	SPI_connect();
 	if (SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM %s.%s",
 							 quote_identifier(get_namespace_name(get_rel_namespace(ledger))),
@@ -103,6 +110,7 @@ CountPayments(Oid ledger)
 	payments = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 										   1, &isnull));
 	SPI_finish();
+	SetUserIdAndSecContext(saved_user, saved_context);
 	return payments;
 }
 
@@ -115,6 +123,7 @@ pay_refuse_drop(PG_FUNCTION_ARGS)
 	EventTriggerData *trigdata = (EventTriggerData *) fcinfo->context;
 	Oid			namespace;
 	Oid			ledger;
+	Oid			owner;
 	int64		payments;
 
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo) || strcmp(trigdata->event, "ddl_command_start") != 0)
@@ -125,11 +134,13 @@ pay_refuse_drop(PG_FUNCTION_ARGS)
 	/* a ledger already gone, as in a damaged install, is no reason to refuse */
 	namespace = get_func_namespace(fcinfo->flinfo->fn_oid);
 	ledger = get_relname_relid("pay_ledger", namespace);
-	if (!OidIsValid(ledger) ||
-		!DropsTheLedger(trigdata->parsetree, namespace, RelationOwner(ledger)))
+	if (!OidIsValid(ledger))
+		PG_RETURN_VOID();
+	owner = RelationOwner(ledger);
+	if (!DropsTheLedger(trigdata->parsetree, namespace, owner))
 		PG_RETURN_VOID();
 
-	payments = CountPayments(ledger);
+	payments = CountPayments(ledger, owner);
 	if (payments > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
