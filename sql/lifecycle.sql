@@ -39,6 +39,16 @@ ALTER TABLE orders ENABLE TRIGGER pay_guard;
 ALTER TABLE orders ADD COLUMN note text;
 RESET ROLE;
 SELECT table_name, trigger_name, enabled FROM pay_guards ORDER BY 1, 2;
+-- The event trigger behind it fires on every ALTER TABLE in the database:
+-- a role that may not even use the extension's schema still alters its own
+-- tables.
+CREATE SCHEMA shop AUTHORIZATION regress_lifecycle_owner;
+REVOKE USAGE ON SCHEMA public FROM PUBLIC;
+SET ROLE regress_lifecycle_owner;
+CREATE TABLE shop.items (id integer);
+ALTER TABLE shop.items ADD COLUMN name text;
+RESET ROLE;
+GRANT USAGE ON SCHEMA public TO PUBLIC;
 -- Disabling stays a deliberate superuser act, and is not undone.
 ALTER TABLE orders DISABLE TRIGGER pay_guard;
 SELECT enabled FROM pay_guards WHERE table_name = 'orders'::regclass AND trigger_name = 'pay_guard';
