@@ -203,3 +203,92 @@ CREATE EVENT TRIGGER pay_keep_guards_always ON ddl_command_end
 ALTER EVENT TRIGGER pay_keep_guards_always ENABLE ALWAYS;
 
 REVOKE ALL ON FUNCTION @extschema@.pay_refuse_drop(), @extschema@.pay_keep_guards_always() FROM PUBLIC;
+
+-- pay_get: no row for an unknown bizNo (not a row of NULLs), and columns as
+-- columns with SELECT * FROM pay_get(...).  The return type changes, so the
+-- function is made anew and the roles that could call it still can.
+CREATE TEMPORARY TABLE pay_get_grantees ON COMMIT DROP AS
+    SELECT a.grantee::pg_catalog.regrole AS grantee
+    FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+    WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.pay_get(text)'::pg_catalog.regprocedure
+      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+      AND a.grantee OPERATOR(pg_catalog.<>) 0;
+DROP FUNCTION @extschema@.pay_get(text);
+CREATE FUNCTION @extschema@.pay_get(bizno text)
+RETURNS SETOF @extschema@.pay_ledger
+AS $$
+    SELECT l FROM @extschema@.pay_ledger AS l WHERE l.bizno OPERATOR(pg_catalog.=) $1
+$$
+LANGUAGE sql STABLE SECURITY DEFINER ROWS 1 SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_get(text) IS
+'The ledger row of a bizNo; no row when unknown';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_get(text) FROM PUBLIC;
+DO $$
+DECLARE
+    role pg_catalog.regrole;
+BEGIN
+    FOR role IN SELECT g.grantee FROM pg_temp.pay_get_grantees AS g LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_get(text) TO %s', role);
+    END LOOP;
+END
+$$;
+DROP TABLE pg_temp.pay_get_grantees;
+
+-- What a role may call, in one place per kind of role, covering every
+-- function of this version: pay_grant for applications (pay), and
+-- pay_grant_operator for finance and operations (reconcile, watch, verify).
+CREATE OR REPLACE FUNCTION @extschema@.pay_grant(role regrole)
+RETURNS void
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
+    EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.pay_ledger, @extschema@.pay_journal TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION '
+        '@extschema@.pay_open(text, text, numeric, text), '
+        '@extschema@.pay_begin(text, numeric, text), '
+        '@extschema@.pay_succeed(text, text, integer), '
+        '@extschema@.pay_fail(text, text, integer), '
+        '@extschema@.pay_reset(text, text), '
+        '@extschema@.pay_transition(text, @extschema@.pay_status, text), '
+        '@extschema@.pay_get(text), '
+        '@extschema@.pay_stuck(interval, integer) '
+        'TO %s', role);
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+CREATE FUNCTION @extschema@.pay_grant_operator(role regrole)
+RETURNS void
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT SELECT ON @extschema@.pay_ledger, @extschema@.pay_journal, @extschema@.pay_stats TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION '
+        '@extschema@.pay_reconcile(regclass, boolean, timestamptz), '
+        '@extschema@.pay_succeed(text, text, integer), '
+        '@extschema@.pay_fail(text, text, integer), '
+        '@extschema@.pay_stats_reset(), '
+        '@extschema@.pay_verify(), '
+        '@extschema@.pay_get(text), '
+        '@extschema@.pay_stuck(interval, integer) '
+        'TO %s', role);
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
+'Give a finance or operations role what reconciling and watching need: pay_reconcile (which settles through pay_succeed and pay_fail), pay_stats, pay_stats_reset, pay_verify, pay_get, pay_stuck, SELECT on ledger and journal';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_grant_operator(regrole) FROM PUBLIC;

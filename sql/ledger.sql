@@ -58,8 +58,9 @@ SELECT outcome($$SELECT pay_begin(pay_bizno('PAY', 'ORD-7'))$$) AS second_bizno,
            = 'business action PAY ORD-7 already has bizNo ' || pay_open('PAY', 'ORD-7', 35) AS names_first;
 SELECT count(*) AS rows_for_ord_7 FROM pay_ledger WHERE biz_id = 'ORD-7';
 
--- pay_get: the row, or NULL.
-SELECT (pay_get('B-SUCCESS')).status, pay_get('no-such-payment') IS NULL AS unknown_is_null;
+-- pay_get: the row, its columns as columns; no row for an unknown bizNo.
+SELECT bizno, status, attempt FROM pay_get('B-SUCCESS');
+SELECT count(*) AS unknown_rows FROM pay_get('no-such-payment');
 
 -- Keys: 1 to 128 of [A-Za-z0-9_.:-]; a key that looks generated must pass
 -- its check character.

@@ -67,9 +67,30 @@ RESET search_path;
 RESET ROLE;
 SELECT * FROM pay_verify();
 
+-- Every function of the extension is meant for someone: an application
+-- (pay_grant), finance and operations (pay_grant_operator), the DBA, or the
+-- trigger manager.  A function a later version adds without its grant is
+-- listed here.
+CREATE ROLE regress_finance;
+SELECT pay_grant_operator('regress_finance');
+SELECT p.proname AS granted_to_nobody
+FROM pg_proc AS p
+JOIN pg_depend AS d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+JOIN pg_extension AS e ON e.oid = d.refobjid AND e.extname = 'idempotent_pay'
+WHERE p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)
+  AND p.proname NOT IN ('pay_protect', 'pay_unprotect', 'pay_grant', 'pay_grant_operator')
+  AND NOT has_function_privilege('regress_app', p.oid, 'EXECUTE')
+  AND NOT has_function_privilege('regress_finance', p.oid, 'EXECUTE')
+ORDER BY 1;
+SET ROLE regress_finance;
+SELECT count(*) AS finance_reads_stats FROM pay_stats;
+SELECT outcome($$SELECT pay_begin('FIN-1', 1, 'EUR')$$) AS finance_cannot_pay;
+RESET ROLE;
+
 SET client_min_messages = warning;
 DROP SCHEMA evil CASCADE;
 DROP TABLE accounts;
-DROP OWNED BY regress_app, regress_attacker;
+DROP OWNED BY regress_app, regress_attacker, regress_finance;
 DROP ROLE regress_app;
 DROP ROLE regress_attacker;
+DROP ROLE regress_finance;

@@ -53,12 +53,19 @@ CREATE TABLE orders (id integer PRIMARY KEY, status text NOT NULL);
 INSERT INTO orders VALUES (1, 'SUCCESS'), (2, 'PROCESSING');
 SELECT pay_protect('orders');
 SELECT to_regprocedure('pay_reconcile(regclass, boolean, timestamptz)') IS NULL AS no_reconcile_in_1_0;
+CREATE ROLE regress_upgrade_app;
+SELECT pay_grant('regress_upgrade_app');
 -- The 1.0 ledger has no note column: the failure's reason still reaches the journal.
 SELECT to_status, note FROM pay_journal WHERE bizno = 'UP-3' ORDER BY seq;
 
 ALTER EXTENSION idempotent_pay UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
 
+-- A role granted before the update may still call every API function
+-- (pay_get was made anew), and reads no row for an unknown bizNo.
+SELECT has_function_privilege('regress_upgrade_app', 'pay_get(text)', 'EXECUTE') AS get_still_granted;
+SELECT count(*) AS unknown_rows FROM pay_get('UP-UNKNOWN');
+DROP OWNED BY regress_upgrade_app;
 -- The old payments answer as before.
 SELECT bizno, status, attempt, amount FROM pay_ledger ORDER BY bizno;
 SELECT pay_begin('UP-1') AS up_1, pay_begin('UP-2') AS up_2, pay_begin('UP-3') AS up_3;
@@ -106,3 +113,4 @@ SELECT :upgraded_objects AS objects, :upgraded_objects = :fresh_objects AS same_
 DROP DATABASE regress_upgraded;
 DROP DATABASE regress_from_1_1;
 DROP DATABASE regress_fresh;
+DROP ROLE regress_upgrade_app;

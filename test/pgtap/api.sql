@@ -35,7 +35,7 @@ SELECT function_returns('pay_succeed', ARRAY['text', 'text', 'integer'], 'pay_st
 SELECT function_returns('pay_fail', ARRAY['text', 'text', 'integer'], 'pay_status');
 SELECT function_returns('pay_reset', ARRAY['text', 'text'], 'pay_status');
 SELECT function_returns('pay_transition', ARRAY['text', 'pay_status', 'text'], 'pay_status');
-SELECT function_returns('pay_get', ARRAY['text'], 'pay_ledger');
+SELECT function_returns('pay_get', ARRAY['text'], 'setof pay_ledger');
 SELECT function_returns('pay_stuck', ARRAY['interval', 'integer'], 'setof pay_ledger');
 SELECT function_returns('pay_grant', ARRAY['regrole'], 'void');
 SELECT function_returns('pay_allowed', ARRAY['pay_status', 'pay_status'], 'boolean');
