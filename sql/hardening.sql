@@ -162,3 +162,40 @@ SELECT from_status, to_status, note FROM pay_journal WHERE bizno = 'H-NOTE' ORDE
 SELECT note FROM pay_ledger WHERE bizno = 'H-NOTE';
 SELECT outcome($$UPDATE pay_ledger SET bizno = 'H-NOTE-2' WHERE bizno = 'H-NOTE' RETURNING 'ok'$$) AS immutable_bizno,
        outcome($$UPDATE pay_ledger SET amount = 99 WHERE bizno = 'H-NOTE' RETURNING 'ok'$$) AS frozen_amount;
+
+-- 7. Every refusal a caller can meet says what to do (a HINT), names its
+-- rule where it has one, and shows none of the API's own SQL in its CONTEXT.
+CREATE FUNCTION refusal(statement text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    state text;
+    constraint_name text;
+    hint text;
+    context text;
+BEGIN
+    EXECUTE statement;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, constraint_name = CONSTRAINT_NAME,
+                            hint = PG_EXCEPTION_HINT, context = PG_EXCEPTION_CONTEXT;
+    RETURN state || ' ' || coalesce(nullif(constraint_name, ''), '-') || ' hint:' || (hint <> '')
+        || ' api_sql:' || (context LIKE '%OPERATOR(pg_catalog.=)%' OR context LIKE '%INSERT INTO %.pay_%');
+END
+$$;
+SELECT pay_begin('H-R', 10, 'EUR') AS begin, pay_open('HR', 'O1', 1) IS NOT NULL AS opened;
+SELECT call, refusal(call) FROM (VALUES
+    ($$SELECT pay_begin('bad key!')$$),
+    ($$SELECT pay_begin(NULL)$$),
+    ($$SELECT pay_begin('H-R', -1)$$),
+    ($$SELECT pay_begin('H-R', 10, 'eur')$$),
+    ($$SELECT pay_begin('H-R', 11, 'EUR')$$),
+    ($$SELECT pay_succeed('H-UNKNOWN')$$),
+    ($$SELECT pay_succeed('H-R', 'R', 7)$$),
+    ($$SELECT pay_transition('H-R', 'PROCESSING')$$),
+    ($$SELECT pay_reset('H-R', 'why')$$),
+    ($$SELECT pay_begin(pay_bizno('HR', 'O1'))$$),
+    ($$SELECT pay_open('HR!', 'O1', 1)$$),
+    ($$UPDATE pay_ledger SET amount = 12 WHERE bizno = 'H-R'$$),
+    ($$DELETE FROM pay_ledger WHERE bizno = 'H-R'$$),
+    ($$UPDATE pay_ledger SET bizno = 'H-R2' WHERE bizno = 'H-R'$$),
+    ($$DELETE FROM pay_journal WHERE bizno = 'H-R'$$)) AS c(call);

@@ -66,7 +66,8 @@ PayCheckAmount(Numeric amount)
 				 errmsg("invalid payment amount %s",
 						DatumGetCString(DirectFunctionCall1(numeric_out,
 															NumericGetDatum(amount)))),
-				 errdetail("An amount is a finite number greater than 0.")));
+				 errdetail("An amount is a finite number greater than 0."),
+				 errhint("Fix the caller: pass the amount to charge, as numeric (never a float).")));
 }
 
 /* Raise 22023 unless currency is an ISO 4217 code. */
@@ -77,7 +78,8 @@ PayCheckCurrency(text *currency)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid currency \"%s\"", text_to_cstring(currency)),
-				 errdetail("A currency is an ISO 4217 code: three upper-case letters.")));
+				 errdetail("A currency is an ISO 4217 code: three upper-case letters."),
+				 errhint("Fix the caller: pass a code such as EUR, USD or CNY.")));
 }
 
 /*

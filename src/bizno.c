@@ -113,13 +113,15 @@ BiznoCheckParts(text *prefix, text *biz_id)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid bizNo prefix \"%s\"", text_to_cstring(prefix)),
 				 errdetail("A prefix is 1 to %d characters of A-Z and 0-9.",
-						   BIZNO_PREFIX_MAX_LEN)));
+						   BIZNO_PREFIX_MAX_LEN),
+				 errhint("Fix the caller: the prefix names the kind of business action, e.g. PAY.")));
 	if (!bizno_biz_id_is_valid(VARDATA_ANY(biz_id), VARSIZE_ANY_EXHDR(biz_id)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid bizNo biz_id \"%s\"", text_to_cstring(biz_id)),
 				 errdetail("A biz_id is 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'.",
-						   BIZNO_BIZ_ID_MAX_LEN)));
+						   BIZNO_BIZ_ID_MAX_LEN),
+				 errhint("Fix the caller: the biz_id is the business action's own id, e.g. the order number.")));
 }
 
 /*
@@ -136,7 +138,8 @@ pay_bizno(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("prefix and biz_id of a bizNo must not be null")));
+				 errmsg("prefix and biz_id of a bizNo must not be null"),
+				 errhint("Pass both: they name the business action the bizNo is for.")));
 
 	prefix = PG_GETARG_TEXT_PP(0);
 	biz_id = PG_GETARG_TEXT_PP(1);
@@ -178,7 +181,8 @@ ParseBiznoOrError(text *bizno, BiznoParts *parts)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 					 errmsg("invalid bizNo: \"%s\"", text_to_cstring(bizno)),
-					 errdetail("A bizNo reads PREFIX-BIZID-YYYYMMDDHHMMSSmmm-NNNN-UUUUUUUUUUUUUC.")));
+					 errdetail("A bizNo reads PREFIX-BIZID-YYYYMMDDHHMMSSmmm-NNNN-UUUUUUUUUUUUUC."),
+					 errhint("Pass the bizNo exactly as pay_bizno or pay_open returned it.")));
 			break;
 		case BIZNO_BAD_CHECK:
 			if (expected_check != '\0')
@@ -187,12 +191,14 @@ ParseBiznoOrError(text *bizno, BiznoParts *parts)
 						 errmsg("invalid check character for bizNo \"%s\"",
 								text_to_cstring(bizno)),
 						 errdetail("The check character should be '%c'.",
-								   expected_check)));
+								   expected_check),
+						 errhint("The bizNo was mistyped or corrupted on its way: pass it exactly as it was issued.")));
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 					 errmsg("invalid check character for bizNo \"%s\"",
 							text_to_cstring(bizno)),
-					 errdetail("No check character makes this bizNo valid.")));
+					 errdetail("No check character makes this bizNo valid."),
+					 errhint("The bizNo was mistyped or corrupted on its way: pass it exactly as it was issued.")));
 			break;
 	}
 }
@@ -210,7 +216,8 @@ BiznoCheckKey(text *key, BiznoParts *parts)
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 				 errmsg("invalid payment key: \"%s\"", text_to_cstring(key)),
 				 errdetail("A key is 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'.",
-						   BIZNO_KEY_MAX_LEN)));
+						   BIZNO_KEY_MAX_LEN),
+				 errhint("Fix the caller: pass the bizNo of the payment, or a key of that shape.")));
 	if (!bizno_looks_generated(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key)))
 		return false;
 	ParseBiznoOrError(key, parts);

@@ -196,7 +196,8 @@ LookupColumns(Relation rel, const ColumnSpec *specs, int ncolumns, AttrNumber *a
 							specs[i].name, RelationGetRelationName(rel),
 							format_type_be(attr->atttypid), format_type_be(expected)),
 					 errdetail("idempotent_pay reads and writes it as %s.",
-							   format_type_be(expected))));
+							   format_type_be(expected)),
+					 errhint("Change the column back to %s.", format_type_be(expected))));
 		attnums[i] = attr->attnum;
 	}
 }

@@ -64,6 +64,11 @@ typedef struct GuardConfig
 	const PayCatalog *catalog;
 } GuardConfig;
 
+#define APPEND_ONLY_HINT \
+	"The journal is the history: it is appended to, never rewritten."
+#define PROTECTED_ROW_HINT \
+	"Keep the record of a payment being charged or paid; only INIT and FAILED payments may be deleted."
+
 PG_FUNCTION_INFO_V1(pay_guard);
 PG_FUNCTION_INFO_V1(pay_allowed);
 
@@ -163,6 +168,7 @@ PayRaiseIllegalTransition(Relation rel, const char *key, int from, PayStatus to)
 			 errdetail("%s: %s -> %s is refused because %s.",
 					   key, from_name, PayStatusName(to),
 					   PayTransitionReason(from, to)),
+			 errhint("%s", PayTransitionHint(from, to)),
 			 rel ? errtable(rel) : 0,
 			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_status_transition")));
 }
@@ -272,6 +278,7 @@ StatusOfRow(GuardConfig *config, Relation rel, HeapTuple tuple)
 				(errcode(ERRCODE_CHECK_VIOLATION),
 				 errmsg("payment status of %s must not be null",
 						PayRowKeyDescription(rel, tuple)),
+				 errhint("A payment is always in one of INIT, PROCESSING, SUCCESS and FAILED."),
 				 errtable(rel),
 				 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_status_transition")));
 
@@ -290,12 +297,13 @@ StatusOfRow(GuardConfig *config, Relation rel, HeapTuple tuple)
 
 static void
 RaiseGuardRefusal(Relation rel, const char *constraint, const char *message,
-				  const char *detail)
+				  const char *detail, const char *hint)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_CHECK_VIOLATION),
 			 errmsg("%s on table \"%s\"", message, RelationGetRelationName(rel)),
 			 errdetail("%s", detail),
+			 errhint("%s", hint),
 			 errtable(rel),
 			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, constraint)));
 }
@@ -335,7 +343,8 @@ CheckFrozenColumns(GuardConfig *config, Relation rel, HeapTuple oldtuple,
 						  psprintf("column \"%s\" is frozen", NameStr(attr->attname)),
 						  psprintf("%s is %s: \"%s\" is frozen while PROCESSING or SUCCESS.",
 								   PayRowKeyDescription(rel, oldtuple),
-								   PayStatusName(status), NameStr(attr->attname)));
+								   PayStatusName(status), NameStr(attr->attname)),
+						  "A payment being charged or paid keeps these values; record a new payment for new ones.");
 	}
 }
 
@@ -364,7 +373,8 @@ pay_guard(PG_FUNCTION_ARGS)
 		RaiseGuardRefusal(rel, config->append_only ? "pay_append_only" : "pay_protected_row",
 						  "TRUNCATE is refused",
 						  config->append_only ? "The table is append-only." :
-						  "Payment rows are never removed wholesale.");
+						  "Payment rows are never removed wholesale.",
+						  config->append_only ? APPEND_ONLY_HINT : PROTECTED_ROW_HINT);
 
 	if (config->append_only)
 	{
@@ -372,7 +382,7 @@ pay_guard(PG_FUNCTION_ARGS)
 			return PointerGetDatum(trigdata->tg_trigtuple);
 		RaiseGuardRefusal(rel, "pay_append_only",
 						  TRIGGER_FIRED_BY_UPDATE(event) ? "UPDATE is refused" : "DELETE is refused",
-						  "The table is append-only.");
+						  "The table is append-only.", APPEND_ONLY_HINT);
 	}
 
 	if (TRIGGER_FIRED_BY_INSERT(event))
@@ -411,7 +421,8 @@ pay_guard(PG_FUNCTION_ARGS)
 			RaiseGuardRefusal(rel, "pay_protected_row", "DELETE is refused",
 							  psprintf("%s is %s; only INIT and FAILED payments may be deleted.",
 									   PayRowKeyDescription(rel, tuple),
-									   PayStatusName(status)));
+									   PayStatusName(status)),
+							  PROTECTED_ROW_HINT);
 		return PointerGetDatum(tuple);
 	}
 }

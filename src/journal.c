@@ -137,6 +137,7 @@ CheckUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 					NameStr(attr->attname)),
 			 errdetail("%s: \"%s\" is fixed when the payment is recorded.",
 					   PayRowKeyDescription(rel, oldtuple), NameStr(attr->attname)),
+			 errhint("Record a new payment instead of changing this one's identity."),
 			 errtable(rel),
 			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_immutable_column")));
 }

@@ -181,14 +181,41 @@ PreparePlans(const PayCatalog *catalog)
 	plans_write_note = write_note;
 }
 
+/*
+ * Raise the error being handled again without its CONTEXT, which would show
+ * the API's own SQL, and with a HINT for a serialization failure.
+ */
+static void
+RethrowForCaller(MemoryContext context)
+{
+	ErrorData  *error;
+
+	MemoryContextSwitchTo(context);
+	error = CopyErrorData();
+	FlushErrorState();
+	error->context = NULL;
+	if (error->sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE && error->hint == NULL)
+		error->hint = pstrdup("Another transaction changed this payment meanwhile: retry the whole transaction.");
+	ReThrowError(error);
+}
+
 /* Run a saved plan; nulls as SPI wants them ('n' or ' '). */
 static uint64
 RunPlan(const PayCatalog *catalog, LedgerPlan plan, Datum *values, const char *nulls)
 {
-	int			ret;
+	MemoryContext context = CurrentMemoryContext;
+	int			ret = 0;
 
 	PreparePlans(catalog);
-	ret = SPI_execute_plan(plans[plan], values, nulls, false, 0);
+	PG_TRY();
+	{
+		ret = SPI_execute_plan(plans[plan], values, nulls, false, 0);
+	}
+	PG_CATCH();
+	{
+		RethrowForCaller(context);
+	}
+	PG_END_TRY();
 	if (ret < 0)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	return SPI_processed;
@@ -316,7 +343,8 @@ RequireRowWritten(uint64 processed, Datum bizno)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the write of payment %s was suppressed", TextDatumGetCString(bizno)),
 				 errdetail("A trigger or rule on pay_ledger skipped a write of the API."),
-				 errhint("Let the triggers and rules of pay_ledger pass the API's writes.")));
+				 errhint("An operator must let the triggers and rules of pay_ledger pass the API's writes."),
+				 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_write_suppressed")));
 }
 
 static void
@@ -357,7 +385,8 @@ RaiseUnknownPayment(Datum bizno)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_NO_DATA_FOUND),
-			 errmsg("unknown payment %s", TextDatumGetCString(bizno))));
+			 errmsg("unknown payment %s", TextDatumGetCString(bizno)),
+			 errhint("Start the payment first: pay_open, or pay_begin with its amount.")));
 }
 
 /* The bizNo argument: required, and a valid key. */
@@ -369,7 +398,8 @@ KeyArgument(FunctionCallInfo fcinfo, int argno)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("bizno must not be null")));
+				 errmsg("bizno must not be null"),
+				 errhint("Pass the bizNo the payment was opened with.")));
 	BiznoCheckKey(PG_GETARG_TEXT_PP(argno), &parts);
 	return PointerGetDatum(PG_GETARG_TEXT_PP(argno));
 }
@@ -380,7 +410,8 @@ RequireArgument(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
+				 errmsg("%s must not be null", name),
+				 errhint("Pass a value for %s.", name)));
 }
 
 /* Amount and currency arguments, each optional, held to amount.c's rule. */
@@ -463,7 +494,9 @@ ApplyAmount(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 						   AmountText(row->amount_null, row->amount,
 									  row->currency_null, row->currency),
 						   AmountText(!amount->has_amount, amount->amount,
-									  !amount->has_currency, amount->currency))));
+									  !amount->has_currency, amount->currency)),
+				 errhint("A payment being charged or paid keeps its amount: fix the caller, or open a new business action for another amount."),
+				 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_amount_frozen")));
 
 	args[0] = bizno;
 	args[1] = amount->has_amount ? amount->amount : row->amount;
@@ -501,6 +534,8 @@ RaiseIfOrderTaken(const PayCatalog *catalog, Datum bizno)
 						TextDatumGetCString(holder.bizno)),
 				 errdetail("bizNo %s was not recorded: one business action has one bizNo.",
 						   text_to_cstring(key)),
+				 errhint("Pay this business action under bizNo %s (pay_open returns it).",
+						 TextDatumGetCString(holder.bizno)),
 				 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_ledger_prefix_biz_id_key")));
 }
 
@@ -630,7 +665,10 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 					 errmsg("attempt %d of payment %s is not the current one",
 							PG_GETARG_INT32(2), TextDatumGetCString(bizno)),
 					 errdetail("The current attempt is %d, %s.", row.attempt,
-							   PayStatusName(row.status))));
+							   PayStatusName(row.status)),
+					 errhint("A late answer for an earlier attempt: the payment has moved on and keeps its state; "
+							 "if the bank charged that attempt, reconcile it."),
+					 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_stale_attempt")));
 		verdict = PayTransitionVerdict(row.status, target);
 		if (verdict == PAY_NO_OP)
 			break;				/* a duplicate callback */

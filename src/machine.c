@@ -110,6 +110,30 @@ PayTransitionReason(int from, PayStatus to)
 }
 
 /*
+ * What the caller does about a refused from -> to.
+ */
+const char *
+PayTransitionHint(int from, PayStatus to)
+{
+	switch (from)
+	{
+		case PAY_NEW_ROW:
+			return "Record a new payment as INIT or PROCESSING (pay_open, pay_begin).";
+		case PAY_INIT:
+			return "Start the charge first: pay_begin.";
+		case PAY_PROCESSING:
+			if (to == PAY_PROCESSING)
+				return "Never charge again: wait for the answer, or ask the bank about the attempt in flight (pay_stuck).";
+			return "Settle it first: pay_succeed or pay_fail, as the bank answered.";
+		case PAY_SUCCESS:
+			return "The payment succeeded: answer success; refund it as a payment of its own.";
+		case PAY_FAILED:
+			return "Retry it with pay_begin, or have an operator reset it (pay_reset).";
+	}
+	return "Follow the payment state machine (pay_transitions).";
+}
+
+/*
  * Whether amount and currency (and a guarded table's frozen columns) keep
  * their values in this state: while the bank may be charging, and after.
  */

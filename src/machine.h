@@ -63,6 +63,7 @@ extern const char *PayActionName(PayAction action);
 extern bool PayStatusFromText(const char *label, int len, PayStatus *status);
 extern PayVerdict PayTransitionVerdict(int from, PayStatus to);
 extern const char *PayTransitionReason(int from, PayStatus to);
+extern const char *PayTransitionHint(int from, PayStatus to);
 extern bool PayStatusIsFrozen(PayStatus status);
 extern PayBeginDecision PayDecideBegin(int found, bool retry_failed);
 
