@@ -22,7 +22,7 @@ OBJS = \
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-REGRESS = setup bizno machine ledger half_open protect security hardening lifecycle fuzz reconcile upgrade
+REGRESS = setup bizno machine ledger claim half_open protect security hardening lifecycle fuzz reconcile upgrade
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change

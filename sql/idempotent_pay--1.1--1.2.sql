@@ -253,7 +253,9 @@ BEGIN
         'GRANT EXECUTE ON FUNCTION '
         '@extschema@.pay_open(text, text, numeric, text), '
         '@extschema@.pay_begin(text, numeric, text), '
-        '@extschema@.pay_succeed(text, text, integer), '
+        '@extschema@.pay_succeed(text, text, integer, jsonb), '
+        '@extschema@.pay_claim(text, numeric, text), '
+        '@extschema@.pay_open_claim(text, text, numeric, text), '
         '@extschema@.pay_fail(text, text, integer), '
         '@extschema@.pay_reset(text, text), '
         '@extschema@.pay_transition(text, @extschema@.pay_status, text), '
@@ -277,7 +279,7 @@ BEGIN
     EXECUTE pg_catalog.format(
         'GRANT EXECUTE ON FUNCTION '
         '@extschema@.pay_reconcile(regclass, boolean, timestamptz), '
-        '@extschema@.pay_succeed(text, text, integer), '
+        '@extschema@.pay_succeed(text, text, integer, jsonb), '
         '@extschema@.pay_fail(text, text, integer), '
         '@extschema@.pay_stats_reset(), '
         '@extschema@.pay_verify(), '
@@ -292,3 +294,74 @@ COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
 'Give a finance or operations role what reconciling and watching need: pay_reconcile (which settles through pay_succeed and pay_fail), pay_stats, pay_stats_reset, pay_verify, pay_get, pay_stuck, SELECT on ledger and journal';
 
 REVOKE ALL ON FUNCTION @extschema@.pay_grant_operator(regrole) FROM PUBLIC;
+
+-- The claim in one round trip (SPEC section 12): pay_begin's decision with
+-- the attempt to charge under, and a success's reference and first answer.
+
+ALTER TABLE @extschema@.pay_ledger ADD COLUMN response jsonb;
+
+COMMENT ON COLUMN @extschema@.pay_ledger.response IS
+'The first answer given with pay_succeed, replayed by every later claim; never changes once SUCCESS';
+
+CREATE TYPE @extschema@.pay_claim AS (
+    action      @extschema@.pay_action,
+    attempt     integer,
+    status      @extschema@.pay_status,
+    channel_ref text,
+    response    jsonb
+);
+
+COMMENT ON TYPE @extschema@.pay_claim IS
+'What pay_claim answers: the decision, the attempt to charge under or in flight, the status, and a success''s reference and response';
+
+CREATE FUNCTION @extschema@.pay_claim(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
+RETURNS @extschema@.pay_claim
+AS 'MODULE_PATHNAME', 'pay_claim'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_claim(text, numeric, text) IS
+'pay_begin''s decision and, in the same round trip, the attempt (the fencing token), status, channel_ref and stored response';
+
+CREATE FUNCTION @extschema@.pay_open_claim(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL,
+    OUT bizno text, OUT action @extschema@.pay_action, OUT attempt integer, OUT status @extschema@.pay_status,
+    OUT channel_ref text, OUT response jsonb)
+RETURNS record
+AS 'MODULE_PATHNAME', 'pay_open_claim'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_open_claim(text, text, numeric, text) IS
+'pay_open and pay_claim in one call: the bizNo of the business action and the claim on it';
+
+-- pay_succeed takes the response to store; the roles that could call it still can.
+CREATE TEMPORARY TABLE pay_succeed_grantees ON COMMIT DROP AS
+    SELECT a.grantee::pg_catalog.regrole AS grantee
+    FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+    WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.pay_succeed(text, text, integer)'::pg_catalog.regprocedure
+      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+      AND a.grantee OPERATOR(pg_catalog.<>) 0;
+DROP FUNCTION @extschema@.pay_succeed(text, text, integer);
+CREATE FUNCTION @extschema@.pay_succeed(bizno text, channel_ref text DEFAULT NULL, attempt integer DEFAULT NULL,
+                                        response jsonb DEFAULT NULL)
+RETURNS @extschema@.pay_status
+AS 'MODULE_PATHNAME', 'pay_succeed'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb) IS
+'PROCESSING -> SUCCESS, storing the response every later claim replays; a no-op on SUCCESS; attempt, when given, must be the current one';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb),
+    @extschema@.pay_claim(text, numeric, text),
+    @extschema@.pay_open_claim(text, text, numeric, text) FROM PUBLIC;
+DO $$
+DECLARE
+    role pg_catalog.regrole;
+BEGIN
+    FOR role IN SELECT g.grantee FROM pg_temp.pay_succeed_grantees AS g LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb), '
+                                  '@extschema@.pay_claim(text, numeric, text), '
+                                  '@extschema@.pay_open_claim(text, text, numeric, text) TO %s', role);
+    END LOOP;
+END
+$$;
+DROP TABLE pg_temp.pay_succeed_grantees;

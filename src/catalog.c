@@ -61,6 +61,7 @@ static const ColumnSpec ledger_columns[LEDGER_COLUMNS] = {
 	[LEDGER_UPDATED_AT] = {"updated_at", TIMESTAMPTZOID},
 	[LEDGER_PROCESSING_SINCE] = {"processing_since", TIMESTAMPTZOID},
 	[LEDGER_NOTE] = {"note", TEXTOID, true},
+	[LEDGER_RESPONSE] = {"response", JSONBOID, true},
 };
 
 static const ColumnSpec journal_columns[JOURNAL_COLUMNS] = {

@@ -32,6 +32,7 @@ typedef enum LedgerColumn
 	LEDGER_UPDATED_AT,
 	LEDGER_PROCESSING_SINCE,
 	LEDGER_NOTE,				/* since 1.2; InvalidAttrNumber before */
+	LEDGER_RESPONSE,			/* since 1.2; InvalidAttrNumber before */
 	LEDGER_COLUMNS
 } LedgerColumn;
 

@@ -7,7 +7,8 @@
  * writer may choose: prefix and biz_id come from the bizNo, attempt counts
  * the entries into PROCESSING, processing_since, created_at and updated_at
  * are stamped, and bizno, prefix, biz_id and created_at never change
- * (constraint name pay_immutable_column).  note is the note of this write:
+ * (constraint name pay_immutable_column), nor does the response of a
+ * SUCCESS (pay_frozen_answer).  note is the note of this write:
  * an UPDATE that does not set it leaves it NULL, so a note is never carried
  * over to a later change.
  *
@@ -212,6 +213,16 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 
 		from = LedgerStatus(catalog, rel, oldtuple);
 		status = LedgerStatus(catalog, rel, tuple);
+		if (from == PAY_SUCCESS && col[LEDGER_RESPONSE] != InvalidAttrNumber &&
+			!PayColumnUnchanged(rel, oldtuple, tuple, col[LEDGER_RESPONSE]))
+			ereport(ERROR,
+					(errcode(ERRCODE_CHECK_VIOLATION),
+					 errmsg("the response of a successful payment never changes"),
+					 errdetail("%s is SUCCESS: its first response is the one every retry replays.",
+							   PayRowKeyDescription(rel, oldtuple)),
+					 errhint("Answer retries with the stored response."),
+					 errtable(rel),
+					 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_frozen_answer")));
 		columns[ncolumns] = col[LEDGER_ATTEMPT];
 		values[ncolumns] = GetColumn(oldtuple, rel, col[LEDGER_ATTEMPT], &isnull);
 		columns[ncolumns + 1] = col[LEDGER_PROCESSING_SINCE];

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * ledger.c
- *	  The payment API: pay_open, pay_begin, pay_succeed, pay_fail,
- *	  pay_reset, pay_transition (SPEC section 7).
+ *	  The payment API: pay_open, pay_begin, pay_claim, pay_open_claim,
+ *	  pay_succeed, pay_fail, pay_reset, pay_transition (SPEC sections 7, 12).
  *
  * Every function runs as the extension owner (SECURITY DEFINER) through
  * saved plans whose every name is schema-qualified.  A decision that writes
@@ -32,6 +32,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -66,8 +67,8 @@ typedef enum LedgerPlan
 
 /*
  * %1$s is the quoted schema; = is pinned to pg_catalog.  %2$s sets the
- * note column to the parameter note_params names, where the ledger has that
- * column (1.2 on); it is the empty string before.
+ * columns a 1.2 ledger has and older ones lack (ExtraSets): the note, and
+ * a success's response; it is the empty string before the update.
  */
 #define EQ "OPERATOR(pg_catalog.=)"
 static const char *const plan_queries[PLAN_COUNT] = {
@@ -84,6 +85,7 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	"UPDATE %1$s.pay_ledger SET status = $2, channel_ref = COALESCE($3, channel_ref), "
 	"last_error = COALESCE($4, last_error)%2$s "
 	"WHERE bizno " EQ " $1 AND status " EQ " $5 AND attempt " EQ " COALESCE($6, attempt)",
+	/* $7: the response of a success */
 	[PLAN_SET_AMOUNT] =
 	"UPDATE %1$s.pay_ledger SET amount = $2, currency = $3 WHERE bizno " EQ " $1",
 	[PLAN_FIND_ORDER] =
@@ -91,16 +93,28 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	"WHERE prefix " EQ " $1 AND biz_id " EQ " $2",
 };
 
-/* the parameter with the note of a plan that writes one */
-static const int note_params[PLAN_COUNT] = {
-	[PLAN_SET_STATUS] = 3,
-	[PLAN_SETTLE] = 4,			/* a failure's reason is its note */
-};
+/*
+ * What a plan sets in the columns of a 1.2 ledger: the note of the write
+ * (a failure's reason is its note), and the response of a success.
+ */
+static const char *
+ExtraSets(LedgerPlan plan)
+{
+	switch (plan)
+	{
+		case PLAN_SET_STATUS:
+			return ", note = $3";
+		case PLAN_SETTLE:
+			return ", note = $4, response = $7";
+		default:
+			return "";
+	}
+}
 
 static SPIPlanPtr plans[PLAN_COUNT];
 /* the catalog generation the plans were made for */
 static uint64 plans_generation = 0;
-/* whether they write the note column; notes go through the setting if not */
+/* whether they write the columns of 1.2; notes go through the setting if not */
 static bool plans_write_note = false;
 
 /* A ledger row as the API reads it; SPI reads live in SPI memory. */
@@ -113,6 +127,11 @@ typedef struct LedgerRow
 	bool		currency_null;
 	int32		attempt;
 	Datum		bizno;			/* PLAN_FIND_ORDER only */
+	/* ProbeRow only: */
+	Datum		channel_ref;
+	bool		channel_ref_null;
+	Datum		response;
+	bool		response_null;
 } LedgerRow;
 
 /* The amount and currency a caller passed; either may be absent. */
@@ -126,6 +145,8 @@ typedef struct PaymentAmount
 
 PG_FUNCTION_INFO_V1(pay_open);
 PG_FUNCTION_INFO_V1(pay_begin);
+PG_FUNCTION_INFO_V1(pay_claim);
+PG_FUNCTION_INFO_V1(pay_open_claim);
 PG_FUNCTION_INFO_V1(pay_succeed);
 PG_FUNCTION_INFO_V1(pay_fail);
 PG_FUNCTION_INFO_V1(pay_reset);
@@ -139,21 +160,22 @@ static void
 PreparePlans(const PayCatalog *catalog)
 {
 	Oid			status = catalog->status_type;
-	Oid			argtypes[PLAN_COUNT][6] = {
+	Oid			argtypes[PLAN_COUNT][7] = {
 		[PLAN_LOCK] = {TEXTOID},
 		[PLAN_INSERT] = {TEXTOID, status, NUMERICOID, TEXTOID},
 		[PLAN_INSERT_STRICT] = {TEXTOID, status, NUMERICOID, TEXTOID},
 		[PLAN_SET_STATUS] = {TEXTOID, status, TEXTOID},
-		[PLAN_SETTLE] = {TEXTOID, status, TEXTOID, TEXTOID, status, INT4OID},
+		[PLAN_SETTLE] = {TEXTOID, status, TEXTOID, TEXTOID, status, INT4OID, JSONBOID},
 		[PLAN_SET_AMOUNT] = {TEXTOID, NUMERICOID, TEXTOID},
 		[PLAN_FIND_ORDER] = {TEXTOID, TEXTOID},
 	};
 	static const int nargs[PLAN_COUNT] = {
 		[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_INSERT_STRICT] = 4,
-		[PLAN_SET_STATUS] = 3,[PLAN_SETTLE] = 6,[PLAN_SET_AMOUNT] = 3,
+		[PLAN_SET_STATUS] = 3,[PLAN_SETTLE] = 7,[PLAN_SET_AMOUNT] = 3,
 		[PLAN_FIND_ORDER] = 2,
 	};
-	bool		write_note = catalog->ledger_attnums[LEDGER_NOTE] != InvalidAttrNumber;
+	bool		write_note = catalog->ledger_attnums[LEDGER_NOTE] != InvalidAttrNumber &&
+		catalog->ledger_attnums[LEDGER_RESPONSE] != InvalidAttrNumber;
 
 	if (plans_generation == catalog->generation)
 		return;
@@ -161,8 +183,6 @@ PreparePlans(const PayCatalog *catalog)
 	/* an error part-way leaves the generation old: all are prepared again */
 	for (int i = 0; i < PLAN_COUNT; i++)
 	{
-		const char *set_note = write_note && note_params[i] ?
-		psprintf(", note = $%d", note_params[i]) : "";
 		SPIPlanPtr	plan;
 
 		if (plans[i] != NULL)
@@ -170,7 +190,8 @@ PreparePlans(const PayCatalog *catalog)
 			SPI_freeplan(plans[i]);
 			plans[i] = NULL;
 		}
-		plan = SPI_prepare(psprintf(plan_queries[i], catalog->schema, set_note),
+		plan = SPI_prepare(psprintf(plan_queries[i], catalog->schema,
+									write_note ? ExtraSets(i) : ""),
 						   nargs[i], argtypes[i]);
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
@@ -321,6 +342,16 @@ ProbeRow(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 		if (!row->currency_null)
 			row->currency = datumCopy(row->currency, false, -1);
 		row->attempt = DatumGetInt32(slot_getattr(slot, catalog->ledger_attnums[LEDGER_ATTEMPT], &isnull));
+		row->channel_ref = slot_getattr(slot, catalog->ledger_attnums[LEDGER_CHANNEL_REF],
+										&row->channel_ref_null);
+		if (!row->channel_ref_null)
+			row->channel_ref = datumCopy(row->channel_ref, false, -1);
+		row->response_null = true;
+		if (catalog->ledger_attnums[LEDGER_RESPONSE] != InvalidAttrNumber)
+			row->response = slot_getattr(slot, catalog->ledger_attnums[LEDGER_RESPONSE],
+										 &row->response_null);
+		if (!row->response_null)
+			row->response = datumCopy(row->response, false, -1);
 	}
 	index_endscan(scan);
 	UnregisterSnapshot(snapshot);
@@ -556,32 +587,29 @@ Begin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 }
 
 /*
- * pay_begin(bizno text, amount numeric, currency text) returns pay_action
+ * The pay_begin decision on bizno, carried out: the action, and in *row
+ * the payment as it stands afterwards.  Call it inside SPI.
  */
-Datum
-pay_begin(PG_FUNCTION_ARGS)
+static PayAction
+Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+	  const PaymentAmount *amount, LedgerRow *row)
 {
-	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
-	Datum		bizno = KeyArgument(fcinfo, 0);
-	PaymentAmount amount = AmountArguments(fcinfo, 1, 2);
 	bool		retry_failed = pay_retry_failed == PAY_RETRY_AUTO;
 	PayBeginDecision decision;
 	PayAction	action;
-	LedgerRow	row;
 
-	SPI_connect();
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (!ProbeRow(fcinfo, bizno, &row))
+		if (!ProbeRow(fcinfo, bizno, row))
 		{
 			decision = PayDecideBegin(PAY_NEW_ROW, retry_failed);
-			if (InsertRow(catalog, PLAN_INSERT, bizno, decision.steps[0], &amount))
+			if (InsertRow(catalog, PLAN_INSERT, bizno, decision.steps[0], amount))
 			{
 				action = decision.action;
 				break;
 			}
-			if (!ProbeRow(fcinfo, bizno, &row))
+			if (!ProbeRow(fcinfo, bizno, row))
 			{
 				RaiseIfOrderTaken(catalog, bizno);
 
@@ -592,27 +620,104 @@ pay_begin(PG_FUNCTION_ARGS)
 				 * index that refuses it, or the row goes in.
 				 */
 				RequireRowWritten(InsertRow(catalog, PLAN_INSERT_STRICT, bizno,
-											decision.steps[0], &amount), bizno);
+											decision.steps[0], amount), bizno);
 				action = decision.action;
 				break;
 			}
 		}
-		decision = PayDecideBegin(row.status, retry_failed);
+		decision = PayDecideBegin(row->status, retry_failed);
 		/* a decision that writes is taken again on the row under lock */
 		if (decision.nsteps > 0 ||
-			(!PayStatusIsFrozen(row.status) && AmountDiffers(&row, &amount)))
+			(!PayStatusIsFrozen(row->status) && AmountDiffers(row, amount)))
 		{
-			if (!LockRow(catalog, bizno, &row))
+			if (!LockRow(catalog, bizno, row))
 				continue;		/* deleted meanwhile */
-			decision = PayDecideBegin(row.status, retry_failed);
+			decision = PayDecideBegin(row->status, retry_failed);
 		}
-		action = Begin(catalog, bizno, &row, &amount, decision);
+		action = Begin(catalog, bizno, row, amount, decision);
+		if (decision.nsteps == 0 && !AmountDiffers(row, amount))
+			return action;		/* nothing written: row is as it stands */
 		break;
 	}
+	/* the row as this call left it: its new attempt, its status */
+	if (!ProbeRow(fcinfo, bizno, row))
+		RequireRowWritten(0, bizno);
+	return action;
+}
+
+/*
+ * pay_begin(bizno text, amount numeric, currency text) returns pay_action
+ */
+Datum
+pay_begin(PG_FUNCTION_ARGS)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	Datum		bizno = KeyArgument(fcinfo, 0);
+	PaymentAmount amount = AmountArguments(fcinfo, 1, 2);
+	PayAction	action;
+	LedgerRow	row;
+
+	SPI_connect();
+	action = Claim(fcinfo, catalog, bizno, &amount, &row);
 	SPI_finish();
 
 	PayStatsCountAnswer(action);
 	PG_RETURN_DATUM(PayActionGetDatum(catalog, action));
+}
+
+/*
+ * The pay_claim composite of an action and the payment as it stands:
+ * (action, attempt, status, channel_ref, response), with bizno in front
+ * when the result type has six columns (pay_open_claim).
+ */
+static Datum
+ClaimResult(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+			PayAction action, const LedgerRow *row)
+{
+	TupleDesc	tupdesc;
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+	int			n = 0;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "the result of a claim is not a composite type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	if (tupdesc->natts == 6)
+		values[n++] = bizno;
+	values[n++] = PayActionGetDatum(catalog, action);
+	values[n++] = Int32GetDatum(row->attempt);
+	values[n++] = PayStatusGetDatum(catalog, row->status);
+	nulls[n] = row->channel_ref_null;
+	values[n++] = row->channel_ref;
+	nulls[n] = row->response_null;
+	values[n++] = row->response;
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+}
+
+/*
+ * pay_claim(bizno text, amount numeric, currency text) returns pay_claim
+ *
+ * pay_begin's decision, with what the caller needs in the same round trip:
+ * the attempt to charge under (PROCEED) or in flight (IN_PROGRESS), and
+ * the reference and stored response of a success (ALREADY_SUCCEEDED).
+ */
+Datum
+pay_claim(PG_FUNCTION_ARGS)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	Datum		bizno = KeyArgument(fcinfo, 0);
+	PaymentAmount amount = AmountArguments(fcinfo, 1, 2);
+	PayAction	action;
+	LedgerRow	row;
+	Datum		result;
+
+	SPI_connect();
+	action = Claim(fcinfo, catalog, bizno, &amount, &row);
+	result = SPI_datumTransfer(ClaimResult(fcinfo, catalog, bizno, action, &row), false, -1);
+	SPI_finish();
+
+	PayStatsCountAnswer(action);
+	PG_RETURN_DATUM(result);
 }
 
 /*
@@ -625,8 +730,8 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	Datum		bizno = KeyArgument(fcinfo, 0);
 	const char *reason = NULL;
-	Datum		args[6];
-	char		nulls[6] = {' ', ' ', 'n', 'n', ' ', 'n'};
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', 'n', 'n', ' ', 'n', 'n'};
 	LedgerRow	row;
 	int32		settled_attempt = -1;	/* the attempt last found PROCESSING */
 
@@ -646,6 +751,12 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 	{
 		args[5] = PG_GETARG_DATUM(2);
 		nulls[5] = ' ';
+	}
+	/* the answer to replay: pay_succeed's fourth argument, since 1.2 */
+	if (target == PAY_SUCCESS && PG_NARGS() > 3 && !PG_ARGISNULL(3))
+	{
+		args[6] = PG_GETARG_DATUM(3);
+		nulls[6] = ' ';
 	}
 
 	SPI_connect();
@@ -759,16 +870,15 @@ pay_transition(PG_FUNCTION_ARGS)
 }
 
 /*
- * pay_open(prefix text, biz_id text, amount numeric, currency text)
- * returns text: the bizNo of this business action, recorded as INIT.
+ * The bizNo of business action (prefix, biz_id): the recorded one (its
+ * amount replaced while INIT or FAILED), or a new one recorded as INIT.
+ * Call it inside SPI; the bizNo is in the caller's memory.
  */
-Datum
-pay_open(PG_FUNCTION_ARGS)
+static Datum
+OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amount)
 {
-	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	text	   *prefix;
 	text	   *biz_id;
-	PaymentAmount amount;
 	Datum		order[2];
 	Datum		bizno;
 	LedgerRow	row;
@@ -781,35 +891,31 @@ pay_open(PG_FUNCTION_ARGS)
 	prefix = PG_GETARG_TEXT_PP(0);
 	biz_id = PG_GETARG_TEXT_PP(1);
 	BiznoCheckParts(prefix, biz_id);
-	amount = AmountArguments(fcinfo, 2, 3);
+	*amount = AmountArguments(fcinfo, 2, 3);
 	order[0] = PointerGetDatum(prefix);
 	order[1] = PointerGetDatum(biz_id);
 
-	SPI_connect();
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (ReadRow(catalog, PLAN_FIND_ORDER, order, &row))
 		{
 			bizno = SPI_datumTransfer(row.bizno, false, -1);
-			if (AmountDiffers(&row, &amount))
+			if (AmountDiffers(&row, amount))
 			{
 				if (!LockRow(catalog, bizno, &row))
 					continue;	/* deleted meanwhile */
-				ApplyAmount(catalog, bizno, &row, &amount);
+				ApplyAmount(catalog, bizno, &row, amount);
 			}
-			break;
+			return bizno;
 		}
 		bizno = PointerGetDatum(cstring_to_text_with_len(buf,
 														 BiznoGenerate(buf, VARDATA_ANY(prefix),
 																	   VARSIZE_ANY_EXHDR(prefix),
 																	   VARDATA_ANY(biz_id),
 																	   VARSIZE_ANY_EXHDR(biz_id))));
-		if (InsertRow(catalog, insert, bizno, PAY_INIT, &amount))
-		{
-			bizno = SPI_datumTransfer(bizno, false, -1);
-			break;
-		}
+		if (InsertRow(catalog, insert, bizno, PAY_INIT, amount))
+			return SPI_datumTransfer(bizno, false, -1);
 		if (insert == PLAN_INSERT_STRICT)
 			RequireRowWritten(0, bizno);	/* a trigger skipped it, twice */
 
@@ -821,7 +927,50 @@ pay_open(PG_FUNCTION_ARGS)
 		 */
 		insert = PLAN_INSERT_STRICT;
 	}
+}
+
+/*
+ * pay_open(prefix text, biz_id text, amount numeric, currency text)
+ * returns text: the bizNo of this business action, recorded as INIT.
+ */
+Datum
+pay_open(PG_FUNCTION_ARGS)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	PaymentAmount amount;
+	Datum		bizno;
+
+	SPI_connect();
+	bizno = OpenOrder(fcinfo, catalog, &amount);
 	SPI_finish();
 
 	PG_RETURN_DATUM(bizno);
+}
+
+/*
+ * pay_open_claim(prefix text, biz_id text, amount numeric, currency text,
+ *				  OUT bizno, OUT action, OUT attempt, OUT status,
+ *				  OUT channel_ref, OUT response) returns record
+ *
+ * pay_open and pay_claim in one call: the common case of an application
+ * that knows its order and wants to charge it.
+ */
+Datum
+pay_open_claim(PG_FUNCTION_ARGS)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	PaymentAmount amount;
+	PayAction	action;
+	LedgerRow	row;
+	Datum		bizno;
+	Datum		result;
+
+	SPI_connect();
+	bizno = OpenOrder(fcinfo, catalog, &amount);
+	action = Claim(fcinfo, catalog, bizno, &amount, &row);
+	result = SPI_datumTransfer(ClaimResult(fcinfo, catalog, bizno, action, &row), false, -1);
+	SPI_finish();
+
+	PayStatsCountAnswer(action);
+	PG_RETURN_DATUM(result);
 }

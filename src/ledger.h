@@ -14,6 +14,8 @@
 
 extern Datum pay_open(PG_FUNCTION_ARGS);
 extern Datum pay_begin(PG_FUNCTION_ARGS);
+extern Datum pay_claim(PG_FUNCTION_ARGS);
+extern Datum pay_open_claim(PG_FUNCTION_ARGS);
 extern Datum pay_succeed(PG_FUNCTION_ARGS);
 extern Datum pay_fail(PG_FUNCTION_ARGS);
 extern Datum pay_reset(PG_FUNCTION_ARGS);

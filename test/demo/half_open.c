@@ -7,11 +7,11 @@
  * the answer; it declines a share (--decline) of first requests.
  *
  * naive:	 no answer means "try again": charge again until an answer arrives.
- * guarded: pay_open -> pay_begin; PROCEED charges once under reference
+ * guarded: pay_open -> pay_claim; PROCEED charges once under reference
  *			 bizNo:attempt and settles with pay_succeed / pay_fail and the
  *			 attempt; IN_PROGRESS never charges but waits while a reconciler
  *			 thread takes pay_stuck rows, asks the bank (query_and_close) and
- *			 settles them; FAILED is retried by pay_begin.
+ *			 settles them; FAILED is retried by pay_claim.
  *
  * Prints one table; exits 1 if the guarded run charged an order twice or
  * left one unsettled, 2 on any other error.
@@ -201,19 +201,23 @@ pay_guarded(Worker *w, PGconn *conn, int order)
 	for (;;)
 	{
 		const char *key[1] = {bizno};
-		char	   *action = query_value(conn, "SELECT pay_begin($1)", 1, key, state);
+		/* the decision and the attempt it is for, in one round trip */
+		char	   *claim = query_value(conn, "SELECT action || ' ' || attempt FROM pay_claim($1)",
+										1, key, state);
+		char	   *action = claim;
+		char	   *attempt;
 
-		if (action == NULL)
-			die("pay_begin(%s) failed with SQLSTATE %s", bizno, state);
+		if (claim == NULL)
+			die("pay_claim(%s) failed with SQLSTATE %s", bizno, state);
+		attempt = strchr(claim, ' ');
+		*attempt++ = '\0';
 		if (strcmp(action, "ALREADY_SUCCEEDED") == 0)
 		{
-			free(action);
+			free(claim);
 			break;
 		}
 		if (strcmp(action, "PROCEED") == 0)
 		{
-			char	   *attempt = query_value(conn, "SELECT attempt FROM pay_ledger WHERE bizno = $1",
-											  1, key, NULL);
 			const char *charge_params[3] = {ref, amount, decline};
 			char	   *charge;
 
@@ -228,11 +232,10 @@ pay_guarded(Worker *w, PGconn *conn, int order)
 								 : "SELECT pay_fail($1, $2, $3::int)", 3, settle, state));
 			}
 			free(charge);
-			free(attempt);
 		}
 		else
 			usleep(IN_PROGRESS_WAIT_US);	/* never charge: the reconciler asks the bank */
-		free(action);
+		free(claim);
 	}
 	free(bizno);
 }

@@ -11,7 +11,8 @@ SELECT enum_has_labels('pay_action', ARRAY['PROCEED', 'ALREADY_SUCCEEDED', 'IN_P
 -- Tables
 SELECT has_table('pay_ledger');
 SELECT columns_are('pay_ledger', ARRAY['bizno', 'prefix', 'biz_id', 'status', 'amount', 'currency',
-    'attempt', 'channel_ref', 'last_error', 'created_at', 'updated_at', 'processing_since', 'note']);
+    'attempt', 'channel_ref', 'last_error', 'created_at', 'updated_at', 'processing_since', 'note',
+    'response']);
 SELECT col_is_pk('pay_ledger', 'bizno');
 SELECT index_is_unique('pay_ledger', 'pay_ledger_prefix_biz_id_key');
 SELECT has_table('pay_journal');
@@ -31,7 +32,7 @@ SELECT ok((SELECT count(*) = 2 FROM pg_extension e, unnest(e.extconfig) AS c
 -- Functions
 SELECT function_returns('pay_open', ARRAY['text', 'text', 'numeric', 'text'], 'text');
 SELECT function_returns('pay_begin', ARRAY['text', 'numeric', 'text'], 'pay_action');
-SELECT function_returns('pay_succeed', ARRAY['text', 'text', 'integer'], 'pay_status');
+SELECT function_returns('pay_succeed', ARRAY['text', 'text', 'integer', 'jsonb'], 'pay_status');
 SELECT function_returns('pay_fail', ARRAY['text', 'text', 'integer'], 'pay_status');
 SELECT function_returns('pay_reset', ARRAY['text', 'text'], 'pay_status');
 SELECT function_returns('pay_transition', ARRAY['text', 'pay_status', 'text'], 'pay_status');

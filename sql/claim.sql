@@ -1,0 +1,45 @@
+-- pay_claim: pay_begin's decision and, in the same round trip, what the
+-- caller needs to act on it -- the attempt to charge under (the fencing
+-- token), the attempt in flight, a success's reference and first answer.
+
+SELECT * FROM pay_claim('CL-1', 10, 'EUR');                   -- new: PROCEED, attempt 1
+SELECT * FROM pay_claim('CL-1');                              -- in flight: that attempt
+SELECT pay_succeed('CL-1', 'BANK-1', 1, '{"receipt": 7, "approved": true}');
+SELECT * FROM pay_claim('CL-1');                              -- the answer to replay
+-- A duplicate callback keeps the first answer.
+SELECT pay_succeed('CL-1', 'BANK-1', 1, '{"receipt": 8}');
+SELECT response FROM pay_claim('CL-1');
+-- Frozen once SUCCESS, for raw writes too.
+SELECT outcome($$UPDATE pay_ledger SET response = '{}' WHERE bizno = 'CL-1' RETURNING 'ok'$$) AS raw_response_change;
+
+-- A failed payment is claimed again under a new attempt, which pay_fail's
+-- late answer for the old one cannot touch.
+SELECT * FROM pay_claim('CL-2', 20, 'EUR');
+SELECT pay_fail('CL-2', 'timeout', 1);
+SELECT * FROM pay_claim('CL-2');
+SELECT outcome($$SELECT pay_fail('CL-2', 'late', 1)$$) AS late_answer_for_attempt_1;
+SELECT pay_succeed('CL-2', 'BANK-2', 2, '"ok"');
+SELECT * FROM pay_claim('CL-2');
+
+-- With retry_failed = manual a failed payment waits for an operator.
+SELECT * FROM pay_claim('CL-3', 5, 'EUR');
+SELECT pay_fail('CL-3', 'declined');
+SET idempotent_pay.retry_failed = manual;
+SELECT * FROM pay_claim('CL-3');
+RESET idempotent_pay.retry_failed;
+
+-- pay_open_claim: open the business action and claim it in one call.
+SELECT action, attempt, status, bizno LIKE 'SHOP-CL-ORDER-1-%' AS generated
+FROM pay_open_claim('SHOP', 'CL-ORDER-1', 30, 'EUR');
+SELECT action, attempt, status FROM pay_open_claim('SHOP', 'CL-ORDER-1', 30, 'EUR');
+SELECT outcome($$SELECT action FROM pay_open_claim('SHOP', 'CL-ORDER-1', 31, 'EUR')$$) AS other_amount_in_flight;
+
+-- The single-statement forms that read attempt 0 with pay_begin now read
+-- the attempt claimed.
+SELECT (c).action, (c).attempt FROM (SELECT pay_claim('CL-4', 1, 'EUR') AS c) AS claimed;
+
+-- The same refusals as pay_begin.
+SELECT outcome($$SELECT pay_claim(NULL)$$) AS null_key,
+       outcome($$SELECT pay_claim('CL-5', 0)$$) AS zero_amount,
+       outcome($$SELECT pay_claim('CL-1', 11)$$) AS other_amount_when_paid;
+SELECT * FROM pay_verify();
