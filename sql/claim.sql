@@ -43,3 +43,14 @@ SELECT outcome($$SELECT pay_claim(NULL)$$) AS null_key,
        outcome($$SELECT pay_claim('CL-5', 0)$$) AS zero_amount,
        outcome($$SELECT pay_claim('CL-1', 11)$$) AS other_amount_when_paid;
 SELECT * FROM pay_verify();
+
+-- A success reported again under another bank reference is a second charge:
+-- the payment keeps its first reference and answer, the journal records the
+-- second one, and the caller is warned (pay_second_charge) to refund it.
+SELECT pay_succeed('CL-1', 'BANK-OTHER', 1, '{"receipt": 9}');
+SELECT channel_ref, response FROM pay_get('CL-1');
+SELECT from_status, to_status, note FROM pay_journal WHERE bizno = 'CL-1' ORDER BY seq DESC LIMIT 1;
+-- The same reference, or none, stays a quiet no-op.
+SELECT pay_succeed('CL-1', 'BANK-1'), pay_succeed('CL-1');
+SELECT count(*) AS journal_rows FROM pay_journal WHERE bizno = 'CL-1';
+SELECT * FROM pay_verify();

@@ -62,6 +62,7 @@ typedef enum LedgerPlan
 	PLAN_SETTLE,
 	PLAN_SET_AMOUNT,
 	PLAN_FIND_ORDER,
+	PLAN_JOURNAL_SECOND_CHARGE,
 	PLAN_COUNT
 } LedgerPlan;
 
@@ -88,6 +89,10 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	/* $7: the response of a success */
 	[PLAN_SET_AMOUNT] =
 	"UPDATE %1$s.pay_ledger SET amount = $2, currency = $3 WHERE bizno " EQ " $1",
+	[PLAN_JOURNAL_SECOND_CHARGE] =
+	"INSERT INTO %1$s.pay_journal (bizno, attempt, from_status, to_status, amount, currency, note, actor) "
+	"SELECT bizno, attempt, status, status, amount, currency, $2, $3 FROM %1$s.pay_ledger "
+	"WHERE bizno " EQ " $1",
 	[PLAN_FIND_ORDER] =
 	"SELECT status, amount, currency, attempt, bizno FROM %1$s.pay_ledger "
 	"WHERE prefix " EQ " $1 AND biz_id " EQ " $2",
@@ -168,11 +173,12 @@ PreparePlans(const PayCatalog *catalog)
 		[PLAN_SETTLE] = {TEXTOID, status, TEXTOID, TEXTOID, status, INT4OID, JSONBOID},
 		[PLAN_SET_AMOUNT] = {TEXTOID, NUMERICOID, TEXTOID},
 		[PLAN_FIND_ORDER] = {TEXTOID, TEXTOID},
+		[PLAN_JOURNAL_SECOND_CHARGE] = {TEXTOID, TEXTOID, TEXTOID},
 	};
 	static const int nargs[PLAN_COUNT] = {
 		[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_INSERT_STRICT] = 4,
 		[PLAN_SET_STATUS] = 3,[PLAN_SETTLE] = 7,[PLAN_SET_AMOUNT] = 3,
-		[PLAN_FIND_ORDER] = 2,
+		[PLAN_FIND_ORDER] = 2,[PLAN_JOURNAL_SECOND_CHARGE] = 3,
 	};
 	bool		write_note = catalog->ledger_attnums[LEDGER_NOTE] != InvalidAttrNumber &&
 		catalog->ledger_attnums[LEDGER_RESPONSE] != InvalidAttrNumber;
@@ -721,6 +727,38 @@ pay_claim(PG_FUNCTION_ARGS)
 }
 
 /*
+ * A success reported again under another bank reference: the bank charged
+ * twice.  The payment keeps its first reference and answer; the journal
+ * records the second reference, and the caller gets a WARNING
+ * (pay_second_charge) saying to refund it.  Not an ERROR: PostgreSQL has no
+ * autonomous transactions, and an error would roll back the journal row
+ * that is the evidence.
+ */
+static void
+JournalSecondCharge(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
+					Datum channel_ref)
+{
+	char	   *second = TextDatumGetCString(channel_ref);
+	char	   *first = TextDatumGetCString(row->channel_ref);
+	Datum		args[3];
+
+	args[0] = bizno;
+	/* the session's role, as the journal trigger names it, not the owner */
+	args[2] = CStringGetTextDatum(GetUserNameFromId(GetOuterUserId(), false));
+	args[1] = CStringGetTextDatum(psprintf("second charge: the bank reported %s for a payment settled as %s",
+										   second, first));
+	RunPlan(catalog, PLAN_JOURNAL_SECOND_CHARGE, args, NULL);
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("payment %s succeeded already under %s; the bank reports another charge, %s",
+					TextDatumGetCString(bizno), first, second),
+			 errdetail("The payment keeps its first reference and answer; the second charge is journaled."),
+			 errhint("Refund charge %s at the bank; pay_reconcile lists the payment as DUPLICATE_CHARGE.",
+					 second),
+			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_second_charge")));
+}
+
+/*
  * pay_succeed and pay_fail: PROCESSING -> target, a no-op on target.
  * attempt, when given, must be the current attempt (a fencing token).
  */
@@ -781,6 +819,9 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 							 "if the bank charged that attempt, reconcile it."),
 					 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_stale_attempt")));
 		verdict = PayTransitionVerdict(row.status, target);
+		if (verdict == PAY_NO_OP && target == PAY_SUCCESS && !PG_ARGISNULL(1) &&
+			!row.channel_ref_null && !TextEqual(row.channel_ref, PG_GETARG_DATUM(1)))
+			JournalSecondCharge(catalog, bizno, &row, PG_GETARG_DATUM(1));
 		if (verdict == PAY_NO_OP)
 			break;				/* a duplicate callback */
 		if (verdict == PAY_ILLEGAL)
