@@ -54,3 +54,9 @@ SELECT from_status, to_status, note FROM pay_journal WHERE bizno = 'CL-1' ORDER 
 SELECT pay_succeed('CL-1', 'BANK-1'), pay_succeed('CL-1');
 SELECT count(*) AS journal_rows FROM pay_journal WHERE bizno = 'CL-1';
 SELECT * FROM pay_verify();
+
+-- A new payment needs an amount: pay_claim and (since 1.2) pay_begin refuse
+-- one without (22004) and record nothing.
+SELECT outcome($$SELECT pay_claim('CL-NO-AMOUNT')$$) AS claim_without_amount,
+       outcome($$SELECT pay_begin('CL-NO-AMOUNT')$$) AS begin_without_amount,
+       standing('CL-NO-AMOUNT') AS nothing_recorded;

@@ -193,7 +193,7 @@ SELECT call, refusal(call) FROM (VALUES
     ($$SELECT pay_succeed('H-R', 'R', 7)$$),
     ($$SELECT pay_transition('H-R', 'PROCESSING')$$),
     ($$SELECT pay_reset('H-R', 'why')$$),
-    ($$SELECT pay_begin(pay_bizno('HR', 'O1'))$$),
+    ($$SELECT pay_begin(pay_bizno('HR', 'O1'), 1, 'EUR')$$),
     ($$SELECT pay_open('HR!', 'O1', 1)$$),
     ($$UPDATE pay_ledger SET amount = 12 WHERE bizno = 'H-R'$$),
     ($$DELETE FROM pay_ledger WHERE bizno = 'H-R'$$),

@@ -365,3 +365,10 @@ BEGIN
 END
 $$;
 DROP TABLE pg_temp.pay_succeed_grantees;
+
+-- A new payment needs an amount: 1.2's pay_begin binds the entry point that
+-- refuses one without (22004); the SQL of 1.0 and 1.1 keeps the old one.
+CREATE OR REPLACE FUNCTION @extschema@.pay_begin(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
+RETURNS @extschema@.pay_action
+AS 'MODULE_PATHNAME', 'pay_begin_1_2'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;

@@ -53,8 +53,8 @@ SELECT status, amount, currency, prefix, biz_id FROM pay_ledger WHERE biz_id = '
 SELECT pay_begin(pay_open('PAY', 'ORD-7', 35, 'CNY'));
 SELECT outcome($$SELECT pay_open('PAY', 'ORD-7', 40, 'CNY')$$) AS new_amount_while_processing;
 -- A second bizNo for the same business action is refused, naming the first.
-SELECT outcome($$SELECT pay_begin(pay_bizno('PAY', 'ORD-7'))$$) AS second_bizno,
-       error_message($$SELECT pay_begin(pay_bizno('PAY', 'ORD-7'))$$)
+SELECT outcome($$SELECT pay_begin(pay_bizno('PAY', 'ORD-7'), 1, 'EUR')$$) AS second_bizno,
+       error_message($$SELECT pay_begin(pay_bizno('PAY', 'ORD-7'), 1, 'EUR')$$)
            = 'business action PAY ORD-7 already has bizNo ' || pay_open('PAY', 'ORD-7', 35) AS names_first;
 SELECT count(*) AS rows_for_ord_7 FROM pay_ledger WHERE biz_id = 'ORD-7';
 
@@ -64,8 +64,8 @@ SELECT count(*) AS unknown_rows FROM pay_get('no-such-payment');
 
 -- Keys: 1 to 128 of [A-Za-z0-9_.:-]; a key that looks generated must pass
 -- its check character.
-SELECT pay_begin(repeat('k', 128)) AS longest_key;
-SELECT outcome(format('SELECT pay_begin(%L)', k)) AS outcome, left(k, 40) AS key
+SELECT pay_begin(repeat('k', 128), 1, 'EUR') AS longest_key;
+SELECT outcome(format('SELECT pay_begin(%L, 1, ''EUR'')', k)) AS outcome, left(k, 40) AS key
 FROM unnest(ARRAY['', repeat('k', 129), 'with space', 'semi;colon', 'ünï',
                   'PAY-ORD001-20261130065033976-0000-366VRA691WVWE1',
                   'PAY-ORD001-20261130065033976-0000-366VRA691WVWF0',

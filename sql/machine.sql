@@ -53,7 +53,7 @@ RESET session_replication_role;
 
 -- Amount and currency are frozen while PROCESSING or SUCCESS.
 SELECT outcome($$UPDATE pay_ledger SET amount = 5 WHERE bizno = 'T-PROCESSING-INIT' RETURNING amount$$);
-SELECT outcome($$UPDATE pay_ledger SET currency = 'EUR' WHERE bizno = 'T-SUCCESS-INIT' RETURNING currency$$);
+SELECT outcome($$UPDATE pay_ledger SET currency = 'USD' WHERE bizno = 'T-SUCCESS-INIT' RETURNING currency$$);
 SELECT outcome($$UPDATE pay_ledger SET amount = 5 WHERE bizno = 'T-FAILED-INIT' RETURNING amount$$);
 SELECT outcome($$UPDATE pay_ledger SET amount = 6, currency = 'EUR' WHERE bizno = 'T-INIT-INIT' RETURNING amount$$);
 

@@ -54,7 +54,7 @@ SELECT outcome($$SELECT count(*) FROM pay_reconcile('not_a_statement')$$) AS wro
 
 -- A journal note for manual fixes, outside the API.
 SET idempotent_pay.journal_note = 'ticket 4711: customer called';
-SELECT pay_begin('R-MANUAL');
+SELECT pay_begin('R-MANUAL', 10, 'EUR');
 RESET idempotent_pay.journal_note;
 SELECT note FROM pay_journal WHERE bizno = 'R-MANUAL';
 

@@ -53,7 +53,7 @@ CREATE OPERATOR evil.= (LEFTARG = anyenum, RIGHTARG = anyenum, FUNCTION = evil.s
 SET search_path = evil, pg_catalog, public;
 SELECT 'a' = 'b' AS planted_equality_works;
 -- With = always true, a hijacked lookup would find SEC-1 for every key.
-SELECT pay_begin('HIJACK-1') AS first_key, pay_begin('HIJACK-2') AS second_key;
+SELECT pay_begin('HIJACK-1', 1, 'EUR') AS first_key, pay_begin('HIJACK-2', 1, 'EUR') AS second_key;
 SELECT pay_succeed('HIJACK-1');
 SELECT pay_begin('HIJACK-2') AS second_key_again;
 SELECT (pay_get('HIJACK-2')).status AS hijack_2_status, (pay_get('HIJACK-2')).bizno AS hijack_2_bizno;

@@ -36,7 +36,7 @@ BEGIN
     IF state = 'INIT' THEN
         INSERT INTO pay_ledger (bizno, status) VALUES (key, 'INIT');
     ELSE
-        PERFORM pay_begin(key);
+        PERFORM pay_begin(key, 10, 'EUR');
         IF state = 'SUCCESS' THEN
             PERFORM pay_succeed(key);
         ELSIF state = 'FAILED' THEN

@@ -65,6 +65,10 @@ SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
 -- (pay_get was made anew), and reads no row for an unknown bizNo.
 SELECT has_function_privilege('regress_upgrade_app', 'pay_get(text)', 'EXECUTE') AS get_still_granted;
 SELECT count(*) AS unknown_rows FROM pay_get('UP-UNKNOWN');
+-- 1.0's pay_begin recorded a new payment without an amount (UP-3 above);
+-- since the update it binds pay_begin_1_2, which refuses that.
+SELECT pay_begin('UP-NO-AMOUNT');
+\echo :LAST_ERROR_SQLSTATE
 DROP OWNED BY regress_upgrade_app;
 -- The old payments answer as before.
 SELECT bizno, status, attempt, amount FROM pay_ledger ORDER BY bizno;

@@ -150,6 +150,7 @@ typedef struct PaymentAmount
 
 PG_FUNCTION_INFO_V1(pay_open);
 PG_FUNCTION_INFO_V1(pay_begin);
+PG_FUNCTION_INFO_V1(pay_begin_1_2);
 PG_FUNCTION_INFO_V1(pay_claim);
 PG_FUNCTION_INFO_V1(pay_open_claim);
 PG_FUNCTION_INFO_V1(pay_succeed);
@@ -598,7 +599,7 @@ Begin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
  */
 static PayAction
 Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
-	  const PaymentAmount *amount, LedgerRow *row)
+	  const PaymentAmount *amount, bool amount_required, LedgerRow *row)
 {
 	bool		retry_failed = pay_retry_failed == PAY_RETRY_AUTO;
 	PayBeginDecision decision;
@@ -609,6 +610,12 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 		CHECK_FOR_INTERRUPTS();
 		if (!ProbeRow(fcinfo, bizno, row))
 		{
+			if (amount_required && !amount->has_amount)
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("payment %s is new: its amount must not be null",
+								TextDatumGetCString(bizno)),
+						 errhint("Pass the amount (and currency) to charge with the first claim, or open the payment with pay_open.")));
 			decision = PayDecideBegin(PAY_NEW_ROW, retry_failed);
 			if (InsertRow(catalog, PLAN_INSERT, bizno, decision.steps[0], amount))
 			{
@@ -653,9 +660,14 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 
 /*
  * pay_begin(bizno text, amount numeric, currency text) returns pay_action
+ *
+ * Two entry points, as pg_stat_statements keeps them: the SQL of 1.2 binds
+ * pay_begin_1_2, which refuses a new payment without an amount (22004);
+ * the SQL of 1.0 and 1.1, still installed until ALTER EXTENSION UPDATE,
+ * binds pay_begin, which records it with none, as those versions did.
  */
-Datum
-pay_begin(PG_FUNCTION_ARGS)
+static Datum
+BeginPayment(FunctionCallInfo fcinfo, bool amount_required)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	Datum		bizno = KeyArgument(fcinfo, 0);
@@ -664,11 +676,23 @@ pay_begin(PG_FUNCTION_ARGS)
 	LedgerRow	row;
 
 	SPI_connect();
-	action = Claim(fcinfo, catalog, bizno, &amount, &row);
+	action = Claim(fcinfo, catalog, bizno, &amount, amount_required, &row);
 	SPI_finish();
 
 	PayStatsCountAnswer(action);
 	PG_RETURN_DATUM(PayActionGetDatum(catalog, action));
+}
+
+Datum
+pay_begin(PG_FUNCTION_ARGS)
+{
+	return BeginPayment(fcinfo, false);
+}
+
+Datum
+pay_begin_1_2(PG_FUNCTION_ARGS)
+{
+	return BeginPayment(fcinfo, true);
 }
 
 /*
@@ -718,7 +742,7 @@ pay_claim(PG_FUNCTION_ARGS)
 	Datum		result;
 
 	SPI_connect();
-	action = Claim(fcinfo, catalog, bizno, &amount, &row);
+	action = Claim(fcinfo, catalog, bizno, &amount, true, &row);
 	result = SPI_datumTransfer(ClaimResult(fcinfo, catalog, bizno, action, &row), false, -1);
 	SPI_finish();
 
@@ -1008,7 +1032,7 @@ pay_open_claim(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	bizno = OpenOrder(fcinfo, catalog, &amount);
-	action = Claim(fcinfo, catalog, bizno, &amount, &row);
+	action = Claim(fcinfo, catalog, bizno, &amount, true, &row);
 	result = SPI_datumTransfer(ClaimResult(fcinfo, catalog, bizno, action, &row), false, -1);
 	SPI_finish();
 

@@ -14,6 +14,7 @@
 
 extern Datum pay_open(PG_FUNCTION_ARGS);
 extern Datum pay_begin(PG_FUNCTION_ARGS);
+extern Datum pay_begin_1_2(PG_FUNCTION_ARGS);
 extern Datum pay_claim(PG_FUNCTION_ARGS);
 extern Datum pay_open_claim(PG_FUNCTION_ARGS);
 extern Datum pay_succeed(PG_FUNCTION_ARGS);

@@ -60,7 +60,7 @@ END $$;
 CREATE FUNCTION bench_calls(payments integer) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     FOR i IN 1 .. payments LOOP
-        PERFORM pay_begin('MEM-' || i);
+        PERFORM pay_begin('MEM-' || i, 10, 'EUR');
         PERFORM pay_succeed('MEM-' || i);
     END LOOP;
 END $$;

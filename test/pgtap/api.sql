@@ -52,7 +52,7 @@ SELECT is(pay_begin('TAP-1', 5, 'USD'), 'PROCEED', 'a new bizNo: PROCEED');
 SELECT is(pay_begin('TAP-1'), 'IN_PROGRESS', 'again while PROCESSING: IN_PROGRESS');
 SELECT is(pay_succeed('TAP-1', 'REF-1', 1), 'SUCCESS', 'pay_succeed settles it');
 SELECT is(pay_begin('TAP-1'), 'ALREADY_SUCCEEDED', 'after SUCCESS: ALREADY_SUCCEEDED');
-SELECT is(pay_begin('TAP-2'), 'PROCEED', 'another payment');
+SELECT is(pay_begin('TAP-2', 5, 'USD'), 'PROCEED', 'another payment');
 SELECT is(pay_fail('TAP-2', 'declined'), 'FAILED', 'pay_fail');
 SELECT is(pay_begin('TAP-2'), 'PROCEED', 'FAILED is retried (auto)');
 SELECT is((pay_get('TAP-2')).attempt, 2, 'attempt counts entries into PROCESSING');

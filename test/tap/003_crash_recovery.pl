@@ -48,7 +48,7 @@ sub script
 		elsif ($kind == 8)
 		{
 			# inside a transaction, acknowledged once COMMIT returns
-			$sql .= "BEGIN;\nSELECT pay_begin('$key-tx');\nSELECT pay_succeed('$key-tx');\nCOMMIT;\n"
+			$sql .= "BEGIN;\nSELECT pay_begin('$key-tx', 10, 'EUR');\nSELECT pay_succeed('$key-tx');\nCOMMIT;\n"
 			  . "SELECT 'ACK', '$key-tx', 'SUCCESS';\n";
 		}
 		# kind 9: stays PROCESSING
@@ -133,7 +133,7 @@ sub check_after_recovery
 		"$label: every PROCESSING payment is on pay_stuck's list");
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM pay_verify()'),
 		0, "$label: the ledger agrees with its journal");
-	is($node->safe_psql('postgres', "SELECT pay_begin('after-$round')"),
+	is($node->safe_psql('postgres', "SELECT pay_begin('after-$round', 10, 'EUR')"),
 		'PROCEED', "$label: the API works after recovery");
 }
 
