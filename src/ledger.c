@@ -683,12 +683,14 @@ BeginPayment(FunctionCallInfo fcinfo, bool amount_required)
 	PG_RETURN_DATUM(PayActionGetDatum(catalog, action));
 }
 
+/* pay_begin as the SQL of 1.0 and 1.1 binds it: no amount required */
 Datum
 pay_begin(PG_FUNCTION_ARGS)
 {
 	return BeginPayment(fcinfo, false);
 }
 
+/* pay_begin as the SQL of 1.2 binds it: a new payment needs its amount */
 Datum
 pay_begin_1_2(PG_FUNCTION_ARGS)
 {
@@ -861,7 +863,8 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 }
 
 /*
- * pay_succeed(bizno text, channel_ref text, attempt int) returns pay_status
+ * pay_succeed(bizno text, channel_ref text, attempt int [, response jsonb])
+ * returns pay_status; the response argument exists since 1.2.
  */
 Datum
 pay_succeed(PG_FUNCTION_ARGS)
