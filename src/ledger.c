@@ -594,21 +594,26 @@ Begin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 }
 
 /*
- * The pay_begin decision on bizno, carried out: the action, and in *row
- * the payment as it stands afterwards.  Call it inside SPI.
+ * The pay_begin decision on bizno, carried out; returns the action.  When
+ * after is not NULL it receives the payment as the call leaves it (for
+ * pay_claim): the row read if nothing was locked or written, else the row
+ * read again.  pay_begin passes NULL and reads nothing more.  Call it
+ * inside SPI.
  */
 static PayAction
 Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
-	  const PaymentAmount *amount, bool amount_required, LedgerRow *row)
+	  const PaymentAmount *amount, bool amount_required, LedgerRow *after)
 {
 	bool		retry_failed = pay_retry_failed == PAY_RETRY_AUTO;
 	PayBeginDecision decision;
 	PayAction	action;
+	LedgerRow	row;
+	bool		row_is_current = false;
 
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (!ProbeRow(fcinfo, bizno, row))
+		if (!ProbeRow(fcinfo, bizno, &row))
 		{
 			if (amount_required && !amount->has_amount)
 				ereport(ERROR,
@@ -622,7 +627,7 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 				action = decision.action;
 				break;
 			}
-			if (!ProbeRow(fcinfo, bizno, row))
+			if (!ProbeRow(fcinfo, bizno, &row))
 			{
 				RaiseIfOrderTaken(catalog, bizno);
 
@@ -638,23 +643,28 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 				break;
 			}
 		}
-		decision = PayDecideBegin(row->status, retry_failed);
+		decision = PayDecideBegin(row.status, retry_failed);
+		row_is_current = true;
 		/* a decision that writes is taken again on the row under lock */
 		if (decision.nsteps > 0 ||
-			(!PayStatusIsFrozen(row->status) && AmountDiffers(row, amount)))
+			(!PayStatusIsFrozen(row.status) && AmountDiffers(&row, amount)))
 		{
-			if (!LockRow(catalog, bizno, row))
+			if (!LockRow(catalog, bizno, &row))
 				continue;		/* deleted meanwhile */
-			decision = PayDecideBegin(row->status, retry_failed);
+			decision = PayDecideBegin(row.status, retry_failed);
+			row_is_current = false;
 		}
-		action = Begin(catalog, bizno, row, amount, decision);
-		if (decision.nsteps == 0 && !AmountDiffers(row, amount))
-			return action;		/* nothing written: row is as it stands */
+		action = Begin(catalog, bizno, &row, amount, decision);
 		break;
 	}
-	/* the row as this call left it: its new attempt, its status */
-	if (!ProbeRow(fcinfo, bizno, row))
-		RequireRowWritten(0, bizno);
+
+	if (after != NULL)
+	{
+		if (row_is_current)
+			*after = row;
+		else if (!ProbeRow(fcinfo, bizno, after))
+			RequireRowWritten(0, bizno);
+	}
 	return action;
 }
 
@@ -673,10 +683,9 @@ BeginPayment(FunctionCallInfo fcinfo, bool amount_required)
 	Datum		bizno = KeyArgument(fcinfo, 0);
 	PaymentAmount amount = AmountArguments(fcinfo, 1, 2);
 	PayAction	action;
-	LedgerRow	row;
 
 	SPI_connect();
-	action = Claim(fcinfo, catalog, bizno, &amount, amount_required, &row);
+	action = Claim(fcinfo, catalog, bizno, &amount, amount_required, NULL);
 	SPI_finish();
 
 	PayStatsCountAnswer(action);
