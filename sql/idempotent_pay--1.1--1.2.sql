@@ -204,16 +204,20 @@ ALTER EVENT TRIGGER pay_keep_guards_always ENABLE ALWAYS;
 
 REVOKE ALL ON FUNCTION @extschema@.pay_refuse_drop(), @extschema@.pay_keep_guards_always() FROM PUBLIC;
 
--- pay_get: no row for an unknown bizNo (not a row of NULLs), and columns as
--- columns with SELECT * FROM pay_get(...).  The return type changes, so the
--- function is made anew and the roles that could call it still can.
-CREATE TEMPORARY TABLE pay_get_grantees ON COMMIT DROP AS
-    SELECT a.grantee::pg_catalog.regrole AS grantee
+-- pay_get and pay_succeed change their signatures, so they are made anew
+-- below; the roles that could call them (a grant of the DBA's, or of
+-- pay_grant) are noted here and granted the new functions at the end.
+CREATE TEMPORARY TABLE pay_api_grantees ON COMMIT DROP AS
+    SELECT p.proname AS function, a.grantee::pg_catalog.regrole AS grantee
     FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
-    WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.pay_get(text)'::pg_catalog.regprocedure
+    WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY['@extschema@.pay_get(text)',
+                                                  '@extschema@.pay_succeed(text, text, integer)']::pg_catalog.regprocedure[])
       AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
       AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
       AND a.grantee OPERATOR(pg_catalog.<>) 0;
+
+-- pay_get: no row for an unknown bizNo (not a row of NULLs), and columns as
+-- columns with SELECT * FROM pay_get(...).
 DROP FUNCTION @extschema@.pay_get(text);
 CREATE FUNCTION @extschema@.pay_get(bizno text)
 RETURNS SETOF @extschema@.pay_ledger
@@ -226,16 +230,6 @@ COMMENT ON FUNCTION @extschema@.pay_get(text) IS
 'The ledger row of a bizNo; no row when unknown';
 
 REVOKE ALL ON FUNCTION @extschema@.pay_get(text) FROM PUBLIC;
-DO $$
-DECLARE
-    role pg_catalog.regrole;
-BEGIN
-    FOR role IN SELECT g.grantee FROM pg_temp.pay_get_grantees AS g LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_get(text) TO %s', role);
-    END LOOP;
-END
-$$;
-DROP TABLE pg_temp.pay_get_grantees;
 
 -- What a role may call, in one place per kind of role, covering every
 -- function of this version: pay_grant for applications (pay), and
@@ -332,14 +326,7 @@ LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
 COMMENT ON FUNCTION @extschema@.pay_open_claim(text, text, numeric, text) IS
 'pay_open and pay_claim in one call: the bizNo of the business action and the claim on it';
 
--- pay_succeed takes the response to store; the roles that could call it still can.
-CREATE TEMPORARY TABLE pay_succeed_grantees ON COMMIT DROP AS
-    SELECT a.grantee::pg_catalog.regrole AS grantee
-    FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
-    WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.pay_succeed(text, text, integer)'::pg_catalog.regprocedure
-      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
-      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
-      AND a.grantee OPERATOR(pg_catalog.<>) 0;
+-- pay_succeed takes the response to store.
 DROP FUNCTION @extschema@.pay_succeed(text, text, integer);
 CREATE FUNCTION @extschema@.pay_succeed(bizno text, channel_ref text DEFAULT NULL, attempt integer DEFAULT NULL,
                                         response jsonb DEFAULT NULL)
@@ -353,18 +340,24 @@ COMMENT ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb) IS
 REVOKE ALL ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb),
     @extschema@.pay_claim(text, numeric, text),
     @extschema@.pay_open_claim(text, text, numeric, text) FROM PUBLIC;
+-- The roles noted above: pay_get's keep it; pay_succeed's, the paying
+-- roles, get the new pay_succeed and the claims.
 DO $$
 DECLARE
-    role pg_catalog.regrole;
+    noted record;
 BEGIN
-    FOR role IN SELECT g.grantee FROM pg_temp.pay_succeed_grantees AS g LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb), '
-                                  '@extschema@.pay_claim(text, numeric, text), '
-                                  '@extschema@.pay_open_claim(text, text, numeric, text) TO %s', role);
+    FOR noted IN SELECT g.function, g.grantee FROM pg_temp.pay_api_grantees AS g LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s',
+            CASE noted.function
+                WHEN 'pay_get' THEN '@extschema@.pay_get(text)'
+                ELSE '@extschema@.pay_succeed(text, text, integer, jsonb), '
+                     '@extschema@.pay_claim(text, numeric, text), '
+                     '@extschema@.pay_open_claim(text, text, numeric, text)'
+            END, noted.grantee);
     END LOOP;
 END
 $$;
-DROP TABLE pg_temp.pay_succeed_grantees;
+DROP TABLE pg_temp.pay_api_grantees;
 
 -- A new payment needs an amount: 1.2's pay_begin binds the entry point that
 -- refuses one without (22004); the SQL of 1.0 and 1.1 keeps the old one.

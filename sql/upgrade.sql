@@ -63,7 +63,10 @@ SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
 
 -- A role granted before the update may still call every API function
 -- (pay_get was made anew), and reads no row for an unknown bizNo.
-SELECT has_function_privilege('regress_upgrade_app', 'pay_get(text)', 'EXECUTE') AS get_still_granted;
+SELECT has_function_privilege('regress_upgrade_app', 'pay_get(text)', 'EXECUTE') AS get_still_granted,
+       has_function_privilege('regress_upgrade_app', 'pay_succeed(text, text, integer, jsonb)', 'EXECUTE')
+           AND has_function_privilege('regress_upgrade_app', 'pay_claim(text, numeric, text)', 'EXECUTE')
+           AS succeed_and_claim_granted;
 SELECT count(*) AS unknown_rows FROM pay_get('UP-UNKNOWN');
 -- 1.0's pay_begin recorded a new payment without an amount (UP-3 above);
 -- since the update it binds pay_begin_1_2, which refuses that.
