@@ -18,11 +18,12 @@ OBJS = \
 	src/journal.o \
 	src/ledger.o \
 	src/lifecycle.o \
+	src/refund.o \
 	src/stats.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-REGRESS = setup bizno machine ledger claim half_open protect security hardening lifecycle fuzz reconcile upgrade
+REGRESS = setup bizno machine ledger claim half_open protect security hardening lifecycle fuzz reconcile refund upgrade
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change

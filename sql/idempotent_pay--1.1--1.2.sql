@@ -88,8 +88,56 @@ ALTER TABLE @extschema@.pay_ledger ADD COLUMN note text;
 COMMENT ON COLUMN @extschema@.pay_ledger.note IS
 'The note of the latest write, journaled with it; NULL when that write set none (kept by the ledger)';
 
+-- Refunds (SPEC section 14): a refund is a ledger row with a parent, the
+-- payment it pays back, and a refund key naming it among that payment's
+-- refunds.  The ledger's trigger holds every write to the rules of refunds
+-- (src/refund.c); pay_refund_open (below) opens them.
+
+ALTER TABLE @extschema@.pay_ledger ADD COLUMN parent text, ADD COLUMN refund_key text;
+
+COMMENT ON COLUMN @extschema@.pay_ledger.parent IS
+'A refund''s payment, the bizNo of the SUCCESS payment it pays back; NULL for a payment; never changes';
+COMMENT ON COLUMN @extschema@.pay_ledger.refund_key IS
+'A refund''s key among the refunds of its payment (pay_refund_open''s refund_key); never changes';
+
+-- One refund per refund key of a payment, and the index a payment's
+-- refunds are added up by; payments (parent NULL) need no entry.
+CREATE UNIQUE INDEX pay_ledger_parent_refund_key_key ON @extschema@.pay_ledger (parent, refund_key)
+    WHERE parent IS NOT NULL;
+
+-- What the bank captured for a payment -- every journaled entry into or
+-- within SUCCESS: its success, and each second charge the bank reported
+-- under another reference -- and what its refunds took of it.  The one
+-- place the refund limit is counted: the ledger's trigger, pay_verify and
+-- an operator read it here.
+CREATE FUNCTION @extschema@.pay_refund_balance(bizno text, OUT captured numeric, OUT refunded numeric,
+                                               OUT in_flight numeric, OUT refundable numeric)
+RETURNS record
+AS $$
+    SELECT c.captured, r.refunded, r.in_flight,
+           c.captured OPERATOR(pg_catalog.-) r.refunded OPERATOR(pg_catalog.-) r.in_flight
+    FROM (SELECT COALESCE(pg_catalog.sum(j.amount), 0) AS captured
+          FROM @extschema@.pay_journal AS j
+          WHERE j.bizno OPERATOR(pg_catalog.=) $1
+            AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status) AS c,
+         (SELECT COALESCE(pg_catalog.sum(l.amount) FILTER (
+                     WHERE l.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status), 0) AS refunded,
+                 COALESCE(pg_catalog.sum(l.amount) FILTER (
+                     WHERE l.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status), 0) AS in_flight
+          FROM @extschema@.pay_ledger AS l
+          WHERE l.parent OPERATOR(pg_catalog.=) $1) AS r
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_refund_balance(text) IS
+'What the bank captured for a payment (its success and every journaled second charge), what its refunds returned (SUCCESS) and hold (PROCESSING), and what may still be refunded';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_refund_balance(text) FROM PUBLIC;
+
 -- pay_verify also finds a payment whose ledger row is gone although its
--- journal ends in PROCESSING or SUCCESS, which no guarded DELETE allows.
+-- journal ends in PROCESSING or SUCCESS, which no guarded DELETE allows,
+-- and refunds that break the rules of refunds (possible only with the
+-- ledger's triggers off, as a replica's apply or a restore has them).
 CREATE OR REPLACE FUNCTION @extschema@.pay_verify()
 RETURNS TABLE (bizno text, problem text)
 AS $$
@@ -143,11 +191,34 @@ AS $$
     WHERE l.bizno IS NULL
       AND ll.to_status OPERATOR(pg_catalog.=) ANY
           (ARRAY['PROCESSING', 'SUCCESS']::@extschema@.pay_status[])
+    UNION ALL
+    SELECT r.bizno,
+           CASE WHEN p.bizno IS NULL THEN
+                    pg_catalog.format('a refund of %s, which the ledger does not have', r.parent)
+                WHEN p.parent IS NOT NULL THEN
+                    pg_catalog.format('a refund of %s, which is itself a refund', r.parent)
+                WHEN p.status OPERATOR(pg_catalog.<>) 'SUCCESS' THEN
+                    pg_catalog.format('a refund of %s, which is %s', r.parent, p.status)
+                ELSE pg_catalog.format('a refund in %s of %s, which is in %s', r.currency, r.parent, p.currency)
+           END
+    FROM @extschema@.pay_ledger AS r
+    LEFT JOIN @extschema@.pay_ledger AS p ON p.bizno OPERATOR(pg_catalog.=) r.parent
+    WHERE r.parent IS NOT NULL
+      AND (p.bizno IS NULL OR p.parent IS NOT NULL
+           OR p.status OPERATOR(pg_catalog.<>) 'SUCCESS'
+           OR r.currency IS DISTINCT FROM p.currency)
+    UNION ALL
+    SELECT refunded.parent,
+           pg_catalog.format('its refunds return or hold %s, more than the %s captured',
+                             b.refunded OPERATOR(pg_catalog.+) b.in_flight, b.captured)
+    FROM (SELECT DISTINCT l.parent FROM @extschema@.pay_ledger AS l WHERE l.parent IS NOT NULL) AS refunded,
+         @extschema@.pay_refund_balance(refunded.parent) AS b
+    WHERE b.refundable OPERATOR(pg_catalog.<) 0
 $$
 LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_verify() IS
-'Every violation of the ledger/journal invariants, including a PROCESSING or SUCCESS payment missing from the ledger; no rows when all hold';
+'Every violation of the ledger/journal invariants, including a PROCESSING or SUCCESS payment missing from the ledger and refunds beyond their payment''s capture; no rows when all hold';
 
 -- The ledger across the database's life (src/lifecycle.c, README.md)
 
@@ -254,7 +325,9 @@ BEGIN
         '@extschema@.pay_reset(text, text), '
         '@extschema@.pay_transition(text, @extschema@.pay_status, text), '
         '@extschema@.pay_get(text), '
-        '@extschema@.pay_stuck(interval, integer) '
+        '@extschema@.pay_stuck(interval, integer), '
+        '@extschema@.pay_refund_open(text, text, numeric, text), '
+        '@extschema@.pay_refund_balance(text) '
         'TO %s', role);
 END
 $$
@@ -278,14 +351,16 @@ BEGIN
         '@extschema@.pay_stats_reset(), '
         '@extschema@.pay_verify(), '
         '@extschema@.pay_get(text), '
-        '@extschema@.pay_stuck(interval, integer) '
+        '@extschema@.pay_stuck(interval, integer), '
+        '@extschema@.pay_refund_open(text, text, numeric, text), '
+        '@extschema@.pay_refund_balance(text) '
         'TO %s', role);
 END
 $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
-'Give a finance or operations role what reconciling and watching need: pay_reconcile (which settles through pay_succeed and pay_fail), pay_stats, pay_stats_reset, pay_verify, pay_get, pay_stuck, SELECT on ledger and journal';
+'Give a finance or operations role what reconciling, refunding and watching need: pay_reconcile (which settles through pay_succeed and pay_fail), pay_refund_open, pay_refund_balance, pay_stats, pay_stats_reset, pay_verify, pay_get, pay_stuck, SELECT on ledger and journal';
 
 REVOKE ALL ON FUNCTION @extschema@.pay_grant_operator(regrole) FROM PUBLIC;
 
@@ -337,11 +412,22 @@ LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
 COMMENT ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb) IS
 'PROCESSING -> SUCCESS, storing the response every later claim replays; a no-op on SUCCESS; attempt, when given, must be the current one';
 
+-- Refunds are opened here and then driven as any payment: pay_claim,
+-- pay_succeed, pay_fail, pay_stuck, pay_reconcile.
+CREATE FUNCTION @extschema@.pay_refund_open(bizno text, refund_key text, amount numeric, reason text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_refund_open'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_refund_open(text, text, numeric, text) IS
+'The bizNo of refund refund_key of SUCCESS payment bizno: found again, or recorded as INIT in the payment''s currency; claim and settle it as any payment';
+
 REVOKE ALL ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb),
     @extschema@.pay_claim(text, numeric, text),
-    @extschema@.pay_open_claim(text, text, numeric, text) FROM PUBLIC;
+    @extschema@.pay_open_claim(text, text, numeric, text),
+    @extschema@.pay_refund_open(text, text, numeric, text) FROM PUBLIC;
 -- The roles noted above: pay_get's keep it; pay_succeed's, the paying
--- roles, get the new pay_succeed and the claims.
+-- roles, get the new pay_succeed, the claims and refunds.
 DO $$
 DECLARE
     noted record;
@@ -352,7 +438,9 @@ BEGIN
                 WHEN 'pay_get' THEN '@extschema@.pay_get(text)'
                 ELSE '@extschema@.pay_succeed(text, text, integer, jsonb), '
                      '@extschema@.pay_claim(text, numeric, text), '
-                     '@extschema@.pay_open_claim(text, text, numeric, text)'
+                     '@extschema@.pay_open_claim(text, text, numeric, text), '
+                     '@extschema@.pay_refund_open(text, text, numeric, text), '
+                     '@extschema@.pay_refund_balance(text)'
             END, noted.grantee);
     END LOOP;
 END
@@ -365,3 +453,186 @@ CREATE OR REPLACE FUNCTION @extschema@.pay_begin(bizno text, amount numeric DEFA
 RETURNS @extschema@.pay_action
 AS 'MODULE_PATHNAME', 'pay_begin_1_2'
 LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+-- pay_stats counts refunds too: every status's refunds in a column of
+-- their own (payments counts both).
+CREATE OR REPLACE VIEW @extschema@.pay_stats AS
+    WITH counters AS (SELECT * FROM @extschema@.pay_stats_counters())
+    SELECT s.status,
+           pg_catalog.count(l.bizno) AS payments,
+           pg_catalog.min(l.updated_at) AS oldest_updated_at,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
+               pg_catalog.count(l.bizno) FILTER (
+                   WHERE l.processing_since OPERATOR(pg_catalog.<)
+                         (pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c)))
+           END AS stuck,
+           CASE s.status
+               WHEN 'INIT' THEN (SELECT pg_catalog.count(*) FROM @extschema@.pay_journal AS j
+                                 WHERE j.from_status OPERATOR(pg_catalog.=) 'FAILED'
+                                   AND j.to_status OPERATOR(pg_catalog.=) 'INIT'
+                                   AND j.at OPERATOR(pg_catalog.>=)
+                                       COALESCE((SELECT c.stats_reset FROM counters AS c), '-infinity'))
+           END AS resets,
+           CASE s.status
+               WHEN 'SUCCESS' THEN (SELECT c.already_succeeded FROM counters AS c)
+               WHEN 'PROCESSING' THEN (SELECT c.in_progress FROM counters AS c)
+           END AS duplicate_answers,
+           (SELECT c.stats_reset FROM counters AS c) AS stats_reset,
+           pg_catalog.count(l.bizno) FILTER (WHERE l.parent IS NOT NULL) AS refunds
+    FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
+    LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) s.status
+    GROUP BY s.status
+    ORDER BY s.status;
+
+-- pay_reconcile knows refunds: a statement row may name a refund's bizNo
+-- (detail says whose), and with settle => true a DUPLICATE_CHARGE's
+-- second charges are journaled, so its refunds can return what the bank
+-- really captured.
+CREATE OR REPLACE FUNCTION @extschema@.pay_reconcile(statement regclass, settle boolean DEFAULT false,
+                                          since timestamptz DEFAULT NULL)
+RETURNS TABLE (kind text, bizno text, ledger_status @extschema@.pay_status, ledger_amount numeric,
+               bank_amount numeric, bank_rows integer, detail text)
+AS $$
+DECLARE
+    found record;
+    previous_note text;
+    reference text;
+    journaled text[];
+BEGIN
+    IF statement IS NULL OR settle IS NULL THEN
+        RAISE EXCEPTION 'statement and settle must not be null' USING ERRCODE = '22004';
+    END IF;
+
+    FOR found IN EXECUTE pg_catalog.format($query$
+        WITH bank AS MATERIALIZED (
+            SELECT s.bizno::pg_catalog.text AS bizno,
+                   pg_catalog.count(*)::integer AS bank_rows,
+                   pg_catalog.count(*) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS successes,
+                   pg_catalog.count(*) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'FAILED') AS failures,
+                   pg_catalog.sum(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS charged,
+                   pg_catalog.min(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS least_amount,
+                   pg_catalog.max(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS greatest_amount,
+                   pg_catalog.min(s.currency) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS least_currency,
+                   pg_catalog.max(s.currency) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS greatest_currency,
+                   pg_catalog.min(s.channel_ref) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS channel_ref,
+                   pg_catalog.array_agg(DISTINCT s.channel_ref::pg_catalog.text) FILTER (
+                       WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS' AND s.channel_ref IS NOT NULL) AS channel_refs
+            FROM %s AS s
+            GROUP BY s.bizno
+        ), joined AS MATERIALIZED (
+            SELECT COALESCE(l.bizno, b.bizno) AS bizno, l.status, l.amount, l.currency, l.updated_at,
+                   COALESCE(b.bank_rows, 0) AS bank_rows, COALESCE(b.successes, 0) AS successes,
+                   COALESCE(b.failures, 0) AS failures, b.charged, b.least_amount, b.greatest_amount,
+                   b.least_currency, b.greatest_currency, b.channel_ref, b.channel_refs,
+                   l.channel_ref AS ledger_channel_ref, l.parent
+            FROM @extschema@.pay_ledger AS l
+            FULL JOIN bank AS b ON b.bizno OPERATOR(pg_catalog.=) l.bizno
+        )
+        SELECT 'MISSING_IN_BANK' AS kind, j.*, 'the ledger says SUCCESS, the bank has no successful charge' AS detail
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.=) 0
+          AND ($1 IS NULL OR j.updated_at OPERATOR(pg_catalog.>=) $1)
+        UNION ALL
+        SELECT 'MISSING_IN_LEDGER', j.*,
+               CASE WHEN j.status IS NULL THEN 'the bank charged, the ledger has no such payment'
+                    ELSE 'the bank charged, the ledger says ' OPERATOR(pg_catalog.||) j.status END
+        FROM joined AS j
+        WHERE j.successes OPERATOR(pg_catalog.>) 0
+          AND (j.status IS NULL OR j.status OPERATOR(pg_catalog.=) 'INIT')
+        UNION ALL
+        SELECT 'DUPLICATE_CHARGE', j.*, pg_catalog.format('the bank charged %%s times', j.successes)
+        FROM joined AS j
+        WHERE j.successes OPERATOR(pg_catalog.>) 1
+        UNION ALL
+        SELECT 'AMOUNT_MISMATCH', j.*,
+               pg_catalog.format('the ledger says %%s, the bank charged %%s', j.amount, j.least_amount)
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.>) 0
+          AND (j.least_amount OPERATOR(pg_catalog.<>) j.amount OR j.greatest_amount OPERATOR(pg_catalog.<>) j.amount)
+        UNION ALL
+        SELECT 'CURRENCY_MISMATCH', j.*,
+               pg_catalog.format('the ledger says %%s, the bank charged in %%s', j.currency, j.least_currency)
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.>) 0
+          AND j.currency IS NOT NULL
+          AND (j.least_currency OPERATOR(pg_catalog.<>) j.currency OR j.greatest_currency OPERATOR(pg_catalog.<>) j.currency)
+        UNION ALL
+        SELECT 'STATUS_MISMATCH', j.*, 'the ledger says FAILED, the bank charged'
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'FAILED' AND j.successes OPERATOR(pg_catalog.>) 0
+        UNION ALL
+        SELECT 'UNRESOLVED_PROCESSING', j.*,
+               CASE WHEN j.successes OPERATOR(pg_catalog.>) 0 THEN 'the bank reports SUCCESS'
+                    ELSE 'the bank reports FAILED' END
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'PROCESSING'
+          AND (j.successes OPERATOR(pg_catalog.>) 0 OR j.failures OPERATOR(pg_catalog.>) 0)
+        ORDER BY 1, 2
+    $query$, statement) USING since
+    LOOP
+        kind := found.kind;
+        bizno := found.bizno;
+        ledger_status := found.status;
+        ledger_amount := found.amount;
+        bank_amount := found.charged;
+        bank_rows := found.bank_rows;
+        detail := found.detail;
+
+        IF settle AND found.kind OPERATOR(pg_catalog.=) 'UNRESOLVED_PROCESSING' THEN
+            previous_note := pg_catalog.current_setting('idempotent_pay.journal_note');
+            PERFORM pg_catalog.set_config('idempotent_pay.journal_note', 'settled by reconciliation', true);
+            BEGIN
+                IF found.successes OPERATOR(pg_catalog.>) 0 THEN
+                    ledger_status := @extschema@.pay_succeed(found.bizno, found.channel_ref);
+                ELSE
+                    ledger_status := @extschema@.pay_fail(found.bizno,
+                        'settled by reconciliation: the bank reports FAILED');
+                END IF;
+                detail := detail OPERATOR(pg_catalog.||) ': settled as ' OPERATOR(pg_catalog.||) ledger_status;
+            EXCEPTION WHEN OTHERS THEN
+                detail := detail OPERATOR(pg_catalog.||) ': not settled, ' OPERATOR(pg_catalog.||) SQLERRM;
+            END;
+            PERFORM pg_catalog.set_config('idempotent_pay.journal_note', previous_note, true);
+        END IF;
+
+        -- A duplicate charge: each charge under another reference than the
+        -- ledger's is journaled once as a second charge, which the refund
+        -- limit counts as captured; the refund is keyed by that reference.
+        IF settle AND found.kind OPERATOR(pg_catalog.=) 'DUPLICATE_CHARGE'
+           AND found.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+            IF found.ledger_channel_ref IS NULL THEN
+                detail := detail OPERATOR(pg_catalog.||)
+                    ': not settled, the ledger has no channel_ref to tell the first charge from the others';
+            ELSE
+                journaled := '{}';
+                BEGIN
+                    FOREACH reference IN ARRAY found.channel_refs LOOP
+                        IF reference OPERATOR(pg_catalog.<>) found.ledger_channel_ref THEN
+                            PERFORM @extschema@.pay_succeed(found.bizno, reference);
+                            journaled := journaled OPERATOR(pg_catalog.||) reference;
+                        END IF;
+                    END LOOP;
+                    detail := pg_catalog.format(
+                        '%s: second charges journaled: %s; refund each with pay_refund_open(%L, <its reference>, %s)',
+                        detail, pg_catalog.array_to_string(journaled, ', '), found.bizno, found.amount);
+                EXCEPTION WHEN OTHERS THEN
+                    detail := detail OPERATOR(pg_catalog.||) ': not settled, ' OPERATOR(pg_catalog.||) SQLERRM;
+                END;
+            END IF;
+        END IF;
+
+        IF found.parent IS NOT NULL THEN
+            detail := pg_catalog.format('refund of %s: %s', found.parent, detail);
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_reconcile(regclass, boolean, timestamptz) IS
+'Compare the ledger with a bank statement (bizno, amount, currency, status, channel_ref), refunds included; settle => true settles PROCESSING payments and refunds the bank has answered and journals the second charges of a DUPLICATE_CHARGE';
+
+
+COMMENT ON VIEW @extschema@.pay_stats IS
+'Per status: payments (refunds included), oldest update; PROCESSING: stuck ones; INIT: resets; SUCCESS and PROCESSING: the duplicate answers pay_begin gave since stats_reset; refunds: how many of the payments are refunds';

@@ -66,7 +66,9 @@ SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
 SELECT has_function_privilege('regress_upgrade_app', 'pay_get(text)', 'EXECUTE') AS get_still_granted,
        has_function_privilege('regress_upgrade_app', 'pay_succeed(text, text, integer, jsonb)', 'EXECUTE')
            AND has_function_privilege('regress_upgrade_app', 'pay_claim(text, numeric, text)', 'EXECUTE')
-           AS succeed_and_claim_granted;
+           AS succeed_and_claim_granted,
+       has_function_privilege('regress_upgrade_app', 'pay_refund_open(text, text, numeric, text)', 'EXECUTE')
+           AS refund_granted;
 SELECT count(*) AS unknown_rows FROM pay_get('UP-UNKNOWN');
 -- 1.0's pay_begin recorded a new payment without an amount (UP-3 above);
 -- since the update it binds pay_begin_1_2, which refuses that.
@@ -92,6 +94,7 @@ SELECT * FROM pay_verify();
 CREATE EXTENSION idempotent_pay VERSION '1.1';
 SELECT pay_begin('UP-4', 10, 'EUR'), pay_fail('UP-4', 'declined');
 SELECT pay_reset('UP-4', 'operator: retry'), pay_begin('UP-4'), pay_succeed('UP-4', 'BANK-4');
+SELECT pay_grant('regress_upgrade_app');
 -- 1.1's CHECK lets NaN in: the update goes through, holds new writes to the
 -- rule at once, and reports the old row, which a DBA then sets right.
 INSERT INTO pay_ledger (bizno, status, amount) VALUES ('UP-NAN', 'INIT', 'NaN');
@@ -104,7 +107,21 @@ SELECT to_status, note FROM pay_journal WHERE bizno = 'UP-4' ORDER BY seq;
 SELECT pay_begin('UP-4') AS up_4;
 INSERT INTO pay_ledger (bizno, status, amount) VALUES ('UP-NAN', 'INIT', 'NaN');
 \echo :LAST_ERROR_SQLSTATE
+-- A payment made under 1.1 is refunded after the update, within what 1.1
+-- journaled as captured, by a role pay_grant'ed under 1.1.
+SELECT column_name FROM information_schema.columns
+WHERE table_name = 'pay_ledger' AND column_name IN ('parent', 'refund_key') ORDER BY 1;
+SET ROLE regress_upgrade_app;
+SELECT pay_refund_open('UP-4', 'UP-4-R1', 6) AS up_4_refund \gset
+SELECT action, status FROM pay_claim(:'up_4_refund');
+SELECT pay_succeed(:'up_4_refund', 'BANK-4-REFUND');
+\set VERBOSITY sqlstate
+SELECT action FROM pay_claim(pay_refund_open('UP-4', 'UP-4-R2', 5));
+\set VERBOSITY default
+RESET ROLE;
+SELECT * FROM pay_refund_balance('UP-4');
 SELECT * FROM pay_verify();
+DROP OWNED BY regress_upgrade_app;
 :describe_extension \gset from_1_1_
 
 \c regress_fresh

@@ -62,6 +62,8 @@ static const ColumnSpec ledger_columns[LEDGER_COLUMNS] = {
 	[LEDGER_PROCESSING_SINCE] = {"processing_since", TIMESTAMPTZOID},
 	[LEDGER_NOTE] = {"note", TEXTOID, true},
 	[LEDGER_RESPONSE] = {"response", JSONBOID, true},
+	[LEDGER_PARENT] = {"parent", TEXTOID, true},
+	[LEDGER_REFUND_KEY] = {"refund_key", TEXTOID, true},
 };
 
 static const ColumnSpec journal_columns[JOURNAL_COLUMNS] = {

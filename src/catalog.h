@@ -33,6 +33,8 @@ typedef enum LedgerColumn
 	LEDGER_PROCESSING_SINCE,
 	LEDGER_NOTE,				/* since 1.2; InvalidAttrNumber before */
 	LEDGER_RESPONSE,			/* since 1.2; InvalidAttrNumber before */
+	LEDGER_PARENT,				/* since 1.2; InvalidAttrNumber before */
+	LEDGER_REFUND_KEY,			/* since 1.2; InvalidAttrNumber before */
 	LEDGER_COLUMNS
 } LedgerColumn;
 

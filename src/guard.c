@@ -152,6 +152,32 @@ PayRestoring(void)
 }
 
 /*
+ * Act as the owner of rel until PayRestoreUser: the way PostgreSQL runs
+ * maintenance as a table's owner, a security-restricted operation with
+ * search_path pinned to pg_catalog, so that what a trigger reads or writes
+ * does not depend on the privileges or the search_path of the session that
+ * fired it.  An error on the way out restores both at transaction abort.
+ */
+void
+PayBecomeOwner(Relation rel, PayOwnerContext *context)
+{
+	GetUserIdAndSecContext(&context->saved_user, &context->saved_sec_context);
+	SetUserIdAndSecContext(rel->rd_rel->relowner,
+						   context->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	context->guc_nest_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+}
+
+void
+PayRestoreUser(const PayOwnerContext *context)
+{
+	AtEOXact_GUC(true, context->guc_nest_level);
+	SetUserIdAndSecContext(context->saved_user, context->saved_sec_context);
+}
+
+/*
  * Raise 23514 pay_status_transition for from -> to on the row described by
  * key (e.g. "bizNo PAY-..." or "(id)=(42)").  rel may be NULL when no table
  * is at hand (the API refuses before it writes).

@@ -24,9 +24,19 @@
 #define PAY_ON_UPDATE	0x02
 #define PAY_ON_DELETE	0x04
 
+/* The identity saved while a trigger acts as a table's owner. */
+typedef struct PayOwnerContext
+{
+	Oid			saved_user;
+	int			saved_sec_context;
+	int			guc_nest_level;
+} PayOwnerContext;
+
 extern void PayCheckTriggerProtocol(FunctionCallInfo fcinfo, const char *function,
 									TriggerEvent timing, int events, bool truncate_too);
 extern bool PayRestoring(void);
+extern void PayBecomeOwner(Relation rel, PayOwnerContext *context);
+extern void PayRestoreUser(const PayOwnerContext *context);
 extern void PayRaiseIllegalTransition(Relation rel, const char *key,
 									  int from, PayStatus to);
 extern char *PayRowKeyDescription(Relation rel, HeapTuple tuple);

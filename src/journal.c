@@ -4,12 +4,15 @@
  *	  The ledger's own triggers: the columns it derives, and the journal.
  *
  * pay_ledger_bookkeeping() (BEFORE INSERT OR UPDATE) keeps the columns no
- * writer may choose: prefix and biz_id come from the bizNo, attempt counts
- * the entries into PROCESSING, processing_since, created_at and updated_at
- * are stamped, and bizno, prefix, biz_id and created_at never change
- * (constraint name pay_immutable_column), nor does the response of a
- * SUCCESS (pay_frozen_answer).  note is the note of this write:
- * an UPDATE that does not set it leaves it NULL, so a note is never carried
+ * writer may choose: prefix and biz_id come from the bizNo (a refund has
+ * none: its order is its parent's), attempt counts the entries into
+ * PROCESSING, processing_since, created_at and updated_at are stamped, and
+ * bizno, prefix, biz_id, created_at and a refund's parent and refund_key
+ * never change (constraint name pay_immutable_column), nor does the
+ * response of a SUCCESS (pay_frozen_answer).  A refund is held to the rules
+ * of refunds (refund.c) when it is recorded, when it enters PROCESSING and
+ * when its amount or currency changes.  note is the note of this write: an
+ * UPDATE that does not set it leaves it NULL, so a note is never carried
  * over to a later change.
  *
  * pay_ledger_journal() (AFTER INSERT OR UPDATE) appends one journal row per
@@ -69,6 +72,7 @@
 #include "idempotent_pay.h"
 #include "journal.h"
 #include "machine.h"
+#include "refund.h"
 
 /* The name of the role last journaled as actor. */
 static Oid	actor_role = InvalidOid;
@@ -163,6 +167,9 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 	int			ncolumns = 0;
 	HeapTuple	tuple;
 	PayStatus	status;
+	bool		is_refund = false;
+	bool		check_refund;
+	bool		entering_processing;
 
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
@@ -182,6 +189,13 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 		generated = BiznoCheckKey(bizno, &parts);
 		if (PayRestoring())
 			return PointerGetDatum(tuple);	/* its history, as it was */
+
+		/* a refund's (prefix, biz_id) are its parent's, whose order it is */
+		is_refund = col[LEDGER_PARENT] != InvalidAttrNumber &&
+			!heap_attisnull(tuple, col[LEDGER_PARENT], tupdesc);
+		generated = generated && !is_refund;
+		check_refund = is_refund;
+		entering_processing = status == PAY_PROCESSING;
 
 		columns[ncolumns] = col[LEDGER_PREFIX];
 		nulls[ncolumns] = !generated;
@@ -210,6 +224,12 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 		CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_PREFIX]);
 		CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_BIZ_ID]);
 		CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_CREATED_AT]);
+		if (col[LEDGER_PARENT] != InvalidAttrNumber)
+		{
+			CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_PARENT]);
+			CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_REFUND_KEY]);
+			is_refund = !heap_attisnull(tuple, col[LEDGER_PARENT], tupdesc);
+		}
 
 		from = LedgerStatus(catalog, rel, oldtuple);
 		status = LedgerStatus(catalog, rel, tuple);
@@ -228,7 +248,12 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 		columns[ncolumns + 1] = col[LEDGER_PROCESSING_SINCE];
 		values[ncolumns + 1] = GetColumn(oldtuple, rel, col[LEDGER_PROCESSING_SINCE],
 										 &nulls[ncolumns + 1]);
-		if (from != PAY_PROCESSING && status == PAY_PROCESSING)
+		entering_processing = from != PAY_PROCESSING && status == PAY_PROCESSING;
+		check_refund = is_refund &&
+			(entering_processing ||
+			 !PayColumnUnchanged(rel, oldtuple, tuple, col[LEDGER_AMOUNT]) ||
+			 !PayColumnUnchanged(rel, oldtuple, tuple, col[LEDGER_CURRENCY]));
+		if (entering_processing)
 		{
 			values[ncolumns] = Int32GetDatum(DatumGetInt32(values[ncolumns]) + 1);
 			values[ncolumns + 1] = now;
@@ -250,8 +275,10 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 	columns[ncolumns] = col[LEDGER_UPDATED_AT];
 	values[ncolumns++] = now;
 
-	return PointerGetDatum(heap_modify_tuple_by_cols(tuple, tupdesc, ncolumns,
-													 columns, values, nulls));
+	tuple = heap_modify_tuple_by_cols(tuple, tupdesc, ncolumns, columns, values, nulls);
+	if (check_refund)
+		PayCheckRefund(catalog, rel, tuple, entering_processing);
+	return PointerGetDatum(tuple);
 }
 
 static const char *
@@ -305,11 +332,9 @@ InsertJournalRowDirectly(const PayCatalog *catalog, Relation journal,
 /*
  * Append one row to the journal by an INSERT statement: defaults, triggers,
  * rules and everything else an INSERT does apply.  It runs as the journal's
- * owner (the session's role may not insert into it; the actor column still
- * names that role), the way PostgreSQL runs maintenance as a table's owner:
- * a security-restricted operation with search_path pinned to pg_catalog, so
- * what a DBA's trigger or default there resolves does not depend on the
- * caller.
+ * owner (PayBecomeOwner: the session's role may not insert into it; the
+ * actor column still names that role), so what a DBA's trigger or default
+ * there resolves does not depend on the caller.
  */
 static void
 InsertJournalRowBySql(const PayCatalog *catalog, Relation journal,
@@ -320,21 +345,13 @@ InsertJournalRowBySql(const PayCatalog *catalog, Relation journal,
 		NUMERICOID, TEXTOID, TIMESTAMPTZOID, XID8OID, TEXTOID, TEXTOID
 	};
 	char		spi_nulls[JOURNAL_COLUMNS];
-	Oid			saved_user;
-	int			saved_context;
-	int			nest_level;
+	PayOwnerContext owner;
 	int			ret;
 
 	for (int i = 0; i < JOURNAL_COLUMNS; i++)
 		spi_nulls[i] = nulls[i] ? 'n' : ' ';
 
-	GetUserIdAndSecContext(&saved_user, &saved_context);
-	SetUserIdAndSecContext(journal->rd_rel->relowner,
-						   saved_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	nest_level = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	PayBecomeOwner(journal, &owner);
 	SPI_connect();
 	if (insert_plan == NULL || insert_plan_generation != catalog->generation)
 	{
@@ -361,8 +378,7 @@ InsertJournalRowBySql(const PayCatalog *catalog, Relation journal,
 	if (ret != SPI_OK_INSERT && ret != SPI_OK_REWRITTEN)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	SPI_finish();
-	AtEOXact_GUC(true, nest_level);
-	SetUserIdAndSecContext(saved_user, saved_context);
+	PayRestoreUser(&owner);
 }
 
 /*
@@ -380,18 +396,22 @@ JournaledChange(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple, Hea
 }
 
 /*
- * NOTIFY the transition as JSON.  Keys hold only [A-Za-z0-9_.:-], so they
+ * NOTIFY the transition as JSON, with the payment a refund pays back
+ * (parent NULL for a payment).  Keys hold only [A-Za-z0-9_.:-], so they
  * need no escaping.
  */
 static void
-NotifyTransition(const char *bizno, int from, PayStatus to, int32 attempt)
+NotifyTransition(const char *bizno, int from, PayStatus to, int32 attempt,
+				 const char *parent)
 {
 	char	   *from_json = from == PAY_NEW_ROW ? "null" :
 		psprintf("\"%s\"", PayStatusName(from));
 
 	Async_Notify(pay_notify_channel,
-				 psprintf("{\"bizno\": \"%s\", \"from\": %s, \"to\": \"%s\", \"attempt\": %d}",
-						  bizno, from_json, PayStatusName(to), attempt));
+				 psprintf("{\"bizno\": \"%s\", \"from\": %s, \"to\": \"%s\", \"attempt\": %d%s%s%s}",
+						  bizno, from_json, PayStatusName(to), attempt,
+						  parent ? ", \"parent\": \"" : "", parent ? parent : "",
+						  parent ? "\"" : ""));
 }
 
 /*
@@ -464,8 +484,16 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	table_close(journal, NoLock);
 
 	if (from != (int) to && pay_notify_channel != NULL && pay_notify_channel[0] != '\0')
+	{
+		Datum		parent = (Datum) 0;
+
+		isnull = true;
+		if (col[LEDGER_PARENT] != InvalidAttrNumber)
+			parent = GetColumn(tuple, rel, col[LEDGER_PARENT], &isnull);
 		NotifyTransition(TextDatumGetCString(values[JOURNAL_BIZNO]), from, to,
-						 DatumGetInt32(values[JOURNAL_ATTEMPT]));
+						 DatumGetInt32(values[JOURNAL_ATTEMPT]),
+						 isnull ? NULL : TextDatumGetCString(parent));
+	}
 
 	return PointerGetDatum(NULL);
 }

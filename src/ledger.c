@@ -2,7 +2,8 @@
  *
  * ledger.c
  *	  The payment API: pay_open, pay_begin, pay_claim, pay_open_claim,
- *	  pay_succeed, pay_fail, pay_reset, pay_transition (SPEC sections 7, 12).
+ *	  pay_succeed, pay_fail, pay_reset, pay_transition (SPEC sections 7, 12),
+ *	  and pay_refund_open (section 14).
  *
  * Every function runs as the extension owner (SECURITY DEFINER) through
  * saved plans whose every name is schema-qualified.  A decision that writes
@@ -63,8 +64,15 @@ typedef enum LedgerPlan
 	PLAN_SET_AMOUNT,
 	PLAN_FIND_ORDER,
 	PLAN_JOURNAL_SECOND_CHARGE,
+	/* since 1.2: the ledger has parent and refund_key */
+	PLAN_FIND_REFUND,
+	PLAN_READ_PARENT,
+	PLAN_INSERT_REFUND,
+	PLAN_INSERT_REFUND_STRICT,
 	PLAN_COUNT
 } LedgerPlan;
+
+#define FirstRefundPlan PLAN_FIND_REFUND
 
 /*
  * %1$s is the quoted schema; = is pinned to pg_catalog.  %2$s sets the
@@ -89,10 +97,24 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	/* $7: the response of a success */
 	[PLAN_SET_AMOUNT] =
 	"UPDATE %1$s.pay_ledger SET amount = $2, currency = $3 WHERE bizno " EQ " $1",
+	/* once per second reference: a repeated report is the same charge */
 	[PLAN_JOURNAL_SECOND_CHARGE] =
 	"INSERT INTO %1$s.pay_journal (bizno, attempt, from_status, to_status, amount, currency, note, actor) "
-	"SELECT bizno, attempt, status, status, amount, currency, $2, $3 FROM %1$s.pay_ledger "
-	"WHERE bizno " EQ " $1",
+	"SELECT l.bizno, l.attempt, l.status, l.status, l.amount, l.currency, $2, $3 "
+	"FROM %1$s.pay_ledger AS l WHERE l.bizno " EQ " $1 AND NOT EXISTS ("
+	"SELECT FROM %1$s.pay_journal AS j WHERE j.bizno " EQ " $1 AND j.from_status " EQ " l.status "
+	"AND j.to_status " EQ " l.status AND j.note " EQ " $2)",
+	[PLAN_FIND_REFUND] =
+	"SELECT status, amount, currency, attempt, bizno FROM %1$s.pay_ledger "
+	"WHERE parent " EQ " $1 AND refund_key " EQ " $2",
+	[PLAN_READ_PARENT] =
+	"SELECT currency, prefix, biz_id FROM %1$s.pay_ledger WHERE bizno " EQ " $1",
+	[PLAN_INSERT_REFUND] =
+	"INSERT INTO %1$s.pay_ledger (bizno, status, amount, currency, parent, refund_key, note) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+	[PLAN_INSERT_REFUND_STRICT] =
+	"INSERT INTO %1$s.pay_ledger (bizno, status, amount, currency, parent, refund_key, note) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7)",
 	[PLAN_FIND_ORDER] =
 	"SELECT status, amount, currency, attempt, bizno FROM %1$s.pay_ledger "
 	"WHERE prefix " EQ " $1 AND biz_id " EQ " $2",
@@ -131,7 +153,7 @@ typedef struct LedgerRow
 	Datum		currency;
 	bool		currency_null;
 	int32		attempt;
-	Datum		bizno;			/* PLAN_FIND_ORDER only */
+	Datum		bizno;			/* PLAN_FIND_ORDER, PLAN_FIND_REFUND only */
 	/* ProbeRow only: */
 	Datum		channel_ref;
 	bool		channel_ref_null;
@@ -157,6 +179,7 @@ PG_FUNCTION_INFO_V1(pay_succeed);
 PG_FUNCTION_INFO_V1(pay_fail);
 PG_FUNCTION_INFO_V1(pay_reset);
 PG_FUNCTION_INFO_V1(pay_transition);
+PG_FUNCTION_INFO_V1(pay_refund_open);
 
 /*
  * Prepare the plans for the catalog as it is now: once per backend, and
@@ -175,14 +198,22 @@ PreparePlans(const PayCatalog *catalog)
 		[PLAN_SET_AMOUNT] = {TEXTOID, NUMERICOID, TEXTOID},
 		[PLAN_FIND_ORDER] = {TEXTOID, TEXTOID},
 		[PLAN_JOURNAL_SECOND_CHARGE] = {TEXTOID, TEXTOID, TEXTOID},
+		[PLAN_FIND_REFUND] = {TEXTOID, TEXTOID},
+		[PLAN_READ_PARENT] = {TEXTOID},
+		[PLAN_INSERT_REFUND] = {TEXTOID, status, NUMERICOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
+		[PLAN_INSERT_REFUND_STRICT] = {TEXTOID, status, NUMERICOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
 	};
 	static const int nargs[PLAN_COUNT] = {
 		[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_INSERT_STRICT] = 4,
 		[PLAN_SET_STATUS] = 3,[PLAN_SETTLE] = 7,[PLAN_SET_AMOUNT] = 3,
 		[PLAN_FIND_ORDER] = 2,[PLAN_JOURNAL_SECOND_CHARGE] = 3,
+		[PLAN_FIND_REFUND] = 2,[PLAN_READ_PARENT] = 1,
+		[PLAN_INSERT_REFUND] = 7,[PLAN_INSERT_REFUND_STRICT] = 7,
 	};
 	bool		write_note = catalog->ledger_attnums[LEDGER_NOTE] != InvalidAttrNumber &&
 		catalog->ledger_attnums[LEDGER_RESPONSE] != InvalidAttrNumber;
+	bool		has_refunds = catalog->ledger_attnums[LEDGER_PARENT] != InvalidAttrNumber &&
+		catalog->ledger_attnums[LEDGER_REFUND_KEY] != InvalidAttrNumber && write_note;
 
 	if (plans_generation == catalog->generation)
 		return;
@@ -197,6 +228,8 @@ PreparePlans(const PayCatalog *catalog)
 			SPI_freeplan(plans[i]);
 			plans[i] = NULL;
 		}
+		if (i >= FirstRefundPlan && !has_refunds)
+			continue;			/* the ledger of 1.1: no refunds before the update */
 		plan = SPI_prepare(psprintf(plan_queries[i], catalog->schema,
 									write_note ? ExtraSets(i) : ""),
 						   nargs[i], argtypes[i]);
@@ -276,8 +309,9 @@ RunNotedPlan(const PayCatalog *catalog, LedgerPlan plan, Datum *values, const ch
 }
 
 /*
- * Read a row through a plan: the row of a bizNo locked (PLAN_LOCK), or the
- * row of a business action (PLAN_FIND_ORDER); false when there is none.
+ * Read a row through a plan: the row of a bizNo locked (PLAN_LOCK), the
+ * row of a business action (PLAN_FIND_ORDER) or of a refund
+ * (PLAN_FIND_REFUND); false when there is none.
  */
 static bool
 ReadRow(const PayCatalog *catalog, LedgerPlan plan, Datum *args, LedgerRow *row)
@@ -296,7 +330,7 @@ ReadRow(const PayCatalog *catalog, LedgerPlan plan, Datum *args, LedgerRow *row)
 	row->amount = SPI_getbinval(tuple, tupdesc, 2, &row->amount_null);
 	row->currency = SPI_getbinval(tuple, tupdesc, 3, &row->currency_null);
 	row->attempt = DatumGetInt32(SPI_getbinval(tuple, tupdesc, 4, &isnull));
-	if (plan == PLAN_FIND_ORDER)
+	if (plan == PLAN_FIND_ORDER || plan == PLAN_FIND_REFUND)
 		row->bizno = SPI_getbinval(tuple, tupdesc, 5, &isnull);
 	return true;
 }
@@ -1050,4 +1084,140 @@ pay_open_claim(PG_FUNCTION_ARGS)
 
 	PayStatsCountAnswer(action);
 	PG_RETURN_DATUM(result);
+}
+
+/*
+ * The bizNo of a new refund of parent: issued for the parent's business
+ * action (prefix, biz_id), so that it reads as that order's and a router
+ * hashing (prefix, biz_id) sends it where the parent is; for a parent keyed
+ * by another system, under prefix REFUND with as much of the parent's key
+ * as a biz_id holds.
+ */
+static Datum
+NewRefundKey(Datum parent, bool order_null, Datum prefix, Datum biz_id)
+{
+	char		buf[BIZNO_MAX_LEN + 1];
+	const char *prefix_chars = "REFUND";
+	size_t		prefix_len = strlen(prefix_chars);
+	text	   *parent_key = DatumGetTextPP(parent);
+	const char *biz_id_chars = VARDATA_ANY(parent_key);
+	size_t		biz_id_len = Min(VARSIZE_ANY_EXHDR(parent_key), BIZNO_BIZ_ID_MAX_LEN);
+
+	if (!order_null)
+	{
+		prefix_chars = VARDATA_ANY(DatumGetTextPP(prefix));
+		prefix_len = VARSIZE_ANY_EXHDR(DatumGetTextPP(prefix));
+		biz_id_chars = VARDATA_ANY(DatumGetTextPP(biz_id));
+		biz_id_len = VARSIZE_ANY_EXHDR(DatumGetTextPP(biz_id));
+	}
+	return PointerGetDatum(cstring_to_text_with_len(buf,
+													BiznoGenerate(buf, prefix_chars, prefix_len,
+																  biz_id_chars, biz_id_len)));
+}
+
+/*
+ * pay_refund_open(bizno text, refund_key text, amount numeric, reason text)
+ * returns text: the bizNo of refund refund_key of payment bizno -- the
+ * recorded one, or a new one recorded as INIT in the payment's currency.
+ * The refund is then claimed, settled and reconciled as any payment; the
+ * ledger's trigger holds it to the rules of refunds (refund.c) on every
+ * write, this one included.
+ */
+Datum
+pay_refund_open(PG_FUNCTION_ARGS)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	Datum		parent = KeyArgument(fcinfo, 0);
+	BiznoParts	parts;
+	PaymentAmount amount = {0};
+	Datum		refund_key;
+	Datum		key[2];
+	const char *note;
+	LedgerPlan	insert = PLAN_INSERT_REFUND;
+
+	RequireArgument(fcinfo, 1, "refund_key");
+	BiznoCheckKey(PG_GETARG_TEXT_PP(1), &parts);
+	refund_key = PointerGetDatum(PG_GETARG_TEXT_PP(1));
+	RequireArgument(fcinfo, 2, "amount");
+	PayCheckAmount(PG_GETARG_NUMERIC(2));
+	amount.has_amount = true;
+	amount.amount = PG_GETARG_DATUM(2);
+	note = psprintf("refund %s of payment %s%s%s", TextDatumGetCString(refund_key),
+					TextDatumGetCString(parent), PG_ARGISNULL(3) ? "" : ": ",
+					PG_ARGISNULL(3) ? "" : TextDatumGetCString(PG_GETARG_DATUM(3)));
+	key[0] = parent;
+	key[1] = refund_key;
+
+	SPI_connect();
+	PreparePlans(catalog);
+	if (plans[PLAN_FIND_REFUND] == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pay_ledger has no columns parent and refund_key"),
+				 errhint("ALTER EXTENSION idempotent_pay UPDATE adds them.")));
+	for (;;)
+	{
+		LedgerRow	refund;
+		HeapTuple	tuple;
+		TupleDesc	tupdesc;
+		Datum		bizno;
+		Datum		args[7];
+		char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		bool		currency_null;
+		bool		prefix_null;
+		bool		biz_id_null;
+		Datum		prefix;
+		Datum		biz_id;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ReadRow(catalog, PLAN_FIND_REFUND, key, &refund))
+		{
+			bizno = SPI_datumTransfer(refund.bizno, false, -1);
+			if (AmountDiffers(&refund, &amount))
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("refund %s of payment %s was opened for another amount",
+								TextDatumGetCString(refund_key), TextDatumGetCString(parent)),
+						 errdetail("Recorded: %s; requested: %s.",
+								   AmountText(refund.amount_null, refund.amount,
+											  refund.currency_null, refund.currency),
+								   AmountText(false, amount.amount, refund.currency_null,
+											  refund.currency)),
+						 errhint("A refund key names one refund of one amount: retry with its amount, or refund the rest under another refund key."),
+						 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_amount_frozen")));
+			SPI_finish();
+			PG_RETURN_DATUM(bizno);
+		}
+
+		if (RunPlan(catalog, PLAN_READ_PARENT, &parent, NULL) == 0)
+			RaiseUnknownPayment(parent);
+		tuple = SPI_tuptable->vals[0];
+		tupdesc = SPI_tuptable->tupdesc;
+		prefix = SPI_getbinval(tuple, tupdesc, 2, &prefix_null);
+		biz_id = SPI_getbinval(tuple, tupdesc, 3, &biz_id_null);
+		bizno = NewRefundKey(parent, prefix_null || biz_id_null, prefix, biz_id);
+		args[0] = bizno;
+		args[1] = PayStatusGetDatum(catalog, PAY_INIT);
+		args[2] = amount.amount;
+		args[3] = SPI_getbinval(tuple, tupdesc, 1, &currency_null);
+		nulls[3] = currency_null ? 'n' : ' ';
+		args[4] = parent;
+		args[5] = refund_key;
+		args[6] = CStringGetTextDatum(note);
+		if (RunPlan(catalog, insert, args, nulls) == 1)
+		{
+			bizno = SPI_datumTransfer(bizno, false, -1);
+			SPI_finish();
+			PG_RETURN_DATUM(bizno);
+		}
+		if (insert == PLAN_INSERT_REFUND_STRICT)
+			RequireRowWritten(0, bizno);	/* a trigger skipped it, twice */
+
+		/*
+		 * A unique key refused the new row: the refund was opened meanwhile,
+		 * which the next pass finds, or a unique index of the DBA's refuses
+		 * it, which the next pass lets PostgreSQL name.
+		 */
+		insert = PLAN_INSERT_REFUND_STRICT;
+	}
 }

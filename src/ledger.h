@@ -21,5 +21,6 @@ extern Datum pay_succeed(PG_FUNCTION_ARGS);
 extern Datum pay_fail(PG_FUNCTION_ARGS);
 extern Datum pay_reset(PG_FUNCTION_ARGS);
 extern Datum pay_transition(PG_FUNCTION_ARGS);
+extern Datum pay_refund_open(PG_FUNCTION_ARGS);
 
 #endif							/* LEDGER_H */

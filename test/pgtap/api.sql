@@ -12,7 +12,7 @@ SELECT enum_has_labels('pay_action', ARRAY['PROCEED', 'ALREADY_SUCCEEDED', 'IN_P
 SELECT has_table('pay_ledger');
 SELECT columns_are('pay_ledger', ARRAY['bizno', 'prefix', 'biz_id', 'status', 'amount', 'currency',
     'attempt', 'channel_ref', 'last_error', 'created_at', 'updated_at', 'processing_since', 'note',
-    'response']);
+    'response', 'parent', 'refund_key']);
 SELECT col_is_pk('pay_ledger', 'bizno');
 SELECT index_is_unique('pay_ledger', 'pay_ledger_prefix_biz_id_key');
 SELECT has_table('pay_journal');
