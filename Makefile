@@ -26,7 +26,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 REGRESS = setup bizno machine ledger claim half_open protect security hardening lifecycle fuzz reconcile refund upgrade
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
-ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change
+ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers

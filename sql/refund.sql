@@ -60,8 +60,7 @@ SELECT action, attempt, status FROM pay_claim(:'r1');
 SELECT action, attempt, status FROM pay_claim(:'r2');
 SELECT refund_rows() AS before_limit \gset
 SELECT outcome(format('SELECT action FROM pay_claim(%L)', :'r3')) AS third_refund;
-SELECT regexp_replace(error_message(format('SELECT action FROM pay_claim(%L)', :'r3')),
-                      'REFUND-RF-PAID-[^ ]+', '<r3>') AS message;
+SELECT error_message(format('SELECT action FROM pay_claim(%L)', :'r3')) AS message;
 SELECT refund_rows() = :'before_limit' AS nothing_recorded, standing(:'r3');
 SELECT * FROM pay_refund_balance('RF-PAID');
 -- A failed refund frees its share; a succeeded one keeps it.

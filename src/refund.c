@@ -113,7 +113,8 @@ RaiseBadParent(Relation rel, int sqlstate, const char *constraint, const char *m
  * parent was granted.
  */
 static void
-CheckLimit(Relation rel, const char *refund, Datum parent, Datum amount, const char *currency)
+CheckLimit(Relation rel, const char *refund, const char *refund_key, Datum parent,
+		   Datum amount, const char *currency)
 {
 	HeapTuple	tuple;
 	TupleDesc	tupdesc;
@@ -144,10 +145,10 @@ CheckLimit(Relation rel, const char *refund, Datum parent, Datum amount, const c
 	ereport(ERROR,
 			(errcode(ERRCODE_CHECK_VIOLATION),
 			 errmsg("refund %s of payment %s would refund more than was captured",
-					refund, TextDatumGetCString(parent)),
-			 errdetail("Captured: %s %s; already refunded or in flight: %s; asked: %s.",
+					refund_key, TextDatumGetCString(parent)),
+			 errdetail("Captured: %s %s; already refunded or in flight: %s; asked: %s (refund %s).",
 					   NumericText(captured), currency,
-					   NumericText(taken), NumericText(amount)),
+					   NumericText(taken), NumericText(amount), refund),
 			 errhint("Refund at most %s, the rest of the capture; a failed refund frees its share.",
 					 NumericText(DirectFunctionCall2(numeric_sub, captured, taken))),
 			 errtable(rel),
@@ -170,6 +171,7 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 	bool		currency_null;
 	char	   *refund = TextDatumGetCString(heap_getattr(tuple, col[LEDGER_BIZNO], rowdesc, &isnull));
 	Datum		parent = heap_getattr(tuple, col[LEDGER_PARENT], rowdesc, &isnull);
+	Datum		refund_key;
 	Datum		amount = heap_getattr(tuple, col[LEDGER_AMOUNT], rowdesc, &amount_null);
 	Datum		currency = heap_getattr(tuple, col[LEDGER_CURRENCY], rowdesc, &currency_null);
 	PayOwnerContext owner;
@@ -182,7 +184,7 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 	const char *currency_text;
 	int			ret;
 
-	(void) heap_getattr(tuple, col[LEDGER_REFUND_KEY], rowdesc, &isnull);
+	refund_key = heap_getattr(tuple, col[LEDGER_REFUND_KEY], rowdesc, &isnull);
 	if (isnull || amount_null)
 		RaiseBadParent(rel, ERRCODE_CHECK_VIOLATION, "pay_refund_parent",
 					   psprintf("refund %s needs a refund key and an amount", refund),
@@ -241,7 +243,7 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 				 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_refund_currency")));
 
 	if (entering_processing)
-		CheckLimit(rel, refund, parent, amount, currency_text);
+		CheckLimit(rel, refund, TextDatumGetCString(refund_key), parent, amount, currency_text);
 
 	SPI_finish();
 	PayRestoreUser(&owner);
