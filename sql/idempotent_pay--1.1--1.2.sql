@@ -609,7 +609,11 @@ BEGIN
                     FOREACH reference IN ARRAY found.channel_refs LOOP
                         IF reference OPERATOR(pg_catalog.<>) found.ledger_channel_ref THEN
                             PERFORM @extschema@.pay_succeed(found.bizno, reference);
-                            journaled := journaled OPERATOR(pg_catalog.||) reference;
+                            journaled := journaled OPERATOR(pg_catalog.||) (reference OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||)
+                                COALESCE((SELECT 'refund ' OPERATOR(pg_catalog.||) r.status
+                                          FROM @extschema@.pay_ledger AS r
+                                          WHERE r.parent OPERATOR(pg_catalog.=) found.bizno
+                                            AND r.refund_key OPERATOR(pg_catalog.=) reference), 'not refunded'));
                         END IF;
                     END LOOP;
                     detail := pg_catalog.format(

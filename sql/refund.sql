@@ -135,6 +135,35 @@ VALUES ('RF-REPLICA', 'PROCESSING', 5, 'CNY', 'RF-RAW-PARENT', 'C', 1),
 SELECT problem FROM pay_verify() WHERE bizno IN ('RF-RAW-PARENT', 'RF-REPLICA', 'RF-ORPHAN') ORDER BY 1;
 ROLLBACK;
 
+-- 8. Reconciliation knows refunds: a statement row may name a refund, and
+-- settling a DUPLICATE_CHARGE journals the second charge, which is then
+-- refunded through the API, keyed by the bank's reference -- the incident's
+-- manual refunds made idempotent.
+SELECT pay_begin('RF-INCIDENT', 25, 'EUR'), pay_succeed('RF-INCIDENT', 'BANK-INC-1');
+SELECT pay_refund_open('RF-INCIDENT', 'R1', 5) AS inc_r1 \gset
+SELECT action FROM pay_claim(:'inc_r1');
+CREATE TABLE refund_statement (bizno text, amount numeric, currency text, status text, channel_ref text);
+INSERT INTO refund_statement VALUES
+    ('RF-INCIDENT', 25, 'EUR', 'SUCCESS', 'BANK-INC-1'),
+    ('RF-INCIDENT', 25, 'EUR', 'SUCCESS', 'BANK-INC-2'),
+    (:'inc_r1', 5, 'EUR', 'SUCCESS', 'BANK-INC-REFUND-1');
+SELECT kind, bizno = :'inc_r1' AS is_the_refund, ledger_status,
+       regexp_replace(detail, 'REFUND-RF-INCIDENT-[^ ]+', '<r1>') AS detail
+FROM pay_reconcile('refund_statement', settle => true)
+WHERE bizno IN ('RF-INCIDENT', :'inc_r1') ORDER BY kind;
+SELECT * FROM pay_refund_balance('RF-INCIDENT');
+SELECT pay_refund_open('RF-INCIDENT', 'BANK-INC-2', 25, 'duplicate charge') AS inc_dup \gset
+SELECT action FROM pay_claim(:'inc_dup');
+SELECT pay_succeed(:'inc_dup', 'BANK-INC-REFUND-2');
+-- Run again (a retry of the whole clean-up): nothing is journaled or refunded twice.
+SELECT kind, regexp_replace(detail, 'REFUND-RF-INCIDENT-[^ ]+', '<r1>') AS detail
+FROM pay_reconcile('refund_statement', settle => true)
+WHERE bizno IN ('RF-INCIDENT', :'inc_r1') ORDER BY kind;
+SELECT pay_refund_open('RF-INCIDENT', 'BANK-INC-2', 25) = :'inc_dup' AS same_refund,
+       (SELECT count(*) FROM pay_journal WHERE bizno = 'RF-INCIDENT' AND from_status = 'SUCCESS') AS second_charges;
+SELECT * FROM pay_refund_balance('RF-INCIDENT');
+SELECT * FROM pay_verify();
+
 -- 7. pay_stats counts refunds; an application role refunds through the
 -- API only.
 SELECT status, payments >= refunds AS refunds_are_payments, refunds > 0 AS has_refunds
