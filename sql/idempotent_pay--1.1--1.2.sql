@@ -497,7 +497,9 @@ DECLARE
     found record;
     previous_note text;
     reference text;
-    journaled text[];
+    refund_status @extschema@.pay_status;
+    second_charges text[];
+    unrefunded boolean;
 BEGIN
     IF statement IS NULL OR settle IS NULL THEN
         RAISE EXCEPTION 'statement and settle must not be null' USING ERRCODE = '22004';
@@ -596,29 +598,37 @@ BEGIN
         END IF;
 
         -- A duplicate charge: each charge under another reference than the
-        -- ledger's is journaled once as a second charge, which the refund
-        -- limit counts as captured; the refund is keyed by that reference.
-        IF settle AND found.kind OPERATOR(pg_catalog.=) 'DUPLICATE_CHARGE'
+        -- ledger's is listed with its refund; settling journals it once as
+        -- a second charge, which the refund limit counts as captured.  The
+        -- refund is keyed by that reference.
+        IF found.kind OPERATOR(pg_catalog.=) 'DUPLICATE_CHARGE'
            AND found.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
             IF found.ledger_channel_ref IS NULL THEN
                 detail := detail OPERATOR(pg_catalog.||)
-                    ': not settled, the ledger has no channel_ref to tell the first charge from the others';
+                    ': the ledger has no channel_ref to tell the first charge from the others';
             ELSE
-                journaled := '{}';
+                second_charges := '{}';
+                unrefunded := false;
                 BEGIN
                     FOREACH reference IN ARRAY found.channel_refs LOOP
-                        IF reference OPERATOR(pg_catalog.<>) found.ledger_channel_ref THEN
+                        CONTINUE WHEN reference OPERATOR(pg_catalog.=) found.ledger_channel_ref;
+                        IF settle THEN
                             PERFORM @extschema@.pay_succeed(found.bizno, reference);
-                            journaled := journaled OPERATOR(pg_catalog.||) (reference OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||)
-                                COALESCE((SELECT 'refund ' OPERATOR(pg_catalog.||) r.status
-                                          FROM @extschema@.pay_ledger AS r
-                                          WHERE r.parent OPERATOR(pg_catalog.=) found.bizno
-                                            AND r.refund_key OPERATOR(pg_catalog.=) reference), 'not refunded'));
                         END IF;
+                        refund_status := (SELECT r.status FROM @extschema@.pay_ledger AS r
+                                          WHERE r.parent OPERATOR(pg_catalog.=) found.bizno
+                                            AND r.refund_key OPERATOR(pg_catalog.=) reference);
+                        unrefunded := unrefunded OR refund_status IS DISTINCT FROM 'SUCCESS';
+                        second_charges := second_charges OPERATOR(pg_catalog.||) pg_catalog.format('%s (%s)',
+                            reference, COALESCE('refund ' OPERATOR(pg_catalog.||) refund_status, 'not refunded'));
                     END LOOP;
-                    detail := pg_catalog.format(
-                        '%s: second charges journaled: %s; refund each with pay_refund_open(%L, <its reference>, %s)',
-                        detail, pg_catalog.array_to_string(journaled, ', '), found.bizno, found.amount);
+                    detail := pg_catalog.format('%s: %s %s', detail,
+                        CASE WHEN settle THEN 'second charges journaled:' ELSE 'second charges:' END,
+                        pg_catalog.array_to_string(second_charges, ', '));
+                    IF unrefunded THEN
+                        detail := pg_catalog.format('%s; refund each with pay_refund_open(%L, <its reference>, %s)',
+                                                    detail, found.bizno, found.amount);
+                    END IF;
                 EXCEPTION WHEN OTHERS THEN
                     detail := detail OPERATOR(pg_catalog.||) ': not settled, ' OPERATOR(pg_catalog.||) SQLERRM;
                 END;
