@@ -53,6 +53,12 @@ my $current = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'idempotent_pay'");
 make_source('source', $current);
 make_source('source_1_1', '1.1');
+# Refunds of D-SUCCESS (10 EUR) that take all of it: one returned, one in flight.
+$node->safe_psql(
+	'source', q{
+	SELECT pay_claim(pay_refund_open('D-SUCCESS', 'R1', 4)), pay_succeed(pay_refund_open('D-SUCCESS', 'R1', 4));
+	SELECT pay_claim(pay_refund_open('D-SUCCESS', 'R2', 6));
+});
 
 # The ledger's columns of 1.1, which every version has.
 my $ledger_1_1 = 'bizno, prefix, biz_id, status, amount, currency, attempt, channel_ref, '
@@ -168,6 +174,19 @@ for my $db (sort(keys %restored), 'from_1_1')
 	my $restored_seq = $node->safe_psql($source, 'SELECT max(seq) FROM pay_journal');
 	is($node->safe_psql($db, "SELECT min(seq) > $restored_seq FROM pay_journal WHERE bizno = 'D-NEW'"),
 		't', "$db: the journal sequence continues after the restored rows");
+	if ($db eq 'from_1_1')
+	{
+		is($node->safe_psql($db, q{SELECT action FROM pay_claim(pay_refund_open('D-SUCCESS', 'R1', 10))}),
+			'PROCEED', "$db: a payment of 1.1 is refunded after the restore");
+	}
+	else
+	{
+		is($node->safe_psql($db, q{SELECT pay_refund_balance('D-SUCCESS')}),
+			'(10,4,6,0)', "$db: the refunds count against the capture as before");
+		($ret, $stdout, $stderr) =
+		  $node->psql($db, q{SELECT pay_claim(pay_refund_open('D-SUCCESS', 'R3', 0.01))});
+		like($stderr, qr/would refund more than was captured/, "$db: the refund limit holds");
+	}
 	is($node->safe_psql($db, 'SELECT count(*) FROM pay_verify()'), 0, "$db: and stays consistent");
 }
 
