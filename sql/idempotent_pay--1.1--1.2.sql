@@ -346,6 +346,7 @@ BEGIN
     EXECUTE pg_catalog.format(
         'GRANT EXECUTE ON FUNCTION '
         '@extschema@.pay_reconcile(regclass, boolean, timestamptz), '
+        '@extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz), '
         '@extschema@.pay_succeed(text, text, integer, jsonb), '
         '@extschema@.pay_fail(text, text, integer), '
         '@extschema@.pay_stats_reset(), '
@@ -581,7 +582,8 @@ BEGIN
         detail := found.detail;
 
         IF settle AND found.kind OPERATOR(pg_catalog.=) 'UNRESOLVED_PROCESSING' THEN
-            previous_note := pg_catalog.current_setting('idempotent_pay.journal_note');
+            -- NULL until the library is loaded (by the first settling below)
+            previous_note := pg_catalog.current_setting('idempotent_pay.journal_note', true);
             PERFORM pg_catalog.set_config('idempotent_pay.journal_note', 'settled by reconciliation', true);
             BEGIN
                 IF found.successes OPERATOR(pg_catalog.>) 0 THEN
@@ -650,3 +652,43 @@ COMMENT ON FUNCTION @extschema@.pay_reconcile(regclass, boolean, timestamptz) IS
 
 COMMENT ON VIEW @extschema@.pay_stats IS
 'Per status: payments (refunds included), oldest update; PROCESSING: stuck ones; INIT: resets; SUCCESS and PROCESSING: the duplicate answers pay_begin gave since stats_reset; refunds: how many of the payments are refunds';
+
+-- Reconciliation of a statement given as rows, a JSON array of objects with
+-- bizno, amount, currency, status, channel_ref: what idempotent_pay_proxy
+-- sends each partition, its share of a statement loaded in the proxy
+-- database (which no partition can read).  The checks are pay_reconcile's,
+-- on a temporary table holding the rows.
+CREATE FUNCTION @extschema@.pay_reconcile_rows(statement jsonb, settle boolean DEFAULT false,
+                                               since timestamptz DEFAULT NULL)
+RETURNS TABLE (kind text, bizno text, ledger_status @extschema@.pay_status, ledger_amount numeric,
+               bank_amount numeric, bank_rows integer, detail text)
+AS $$
+BEGIN
+    IF statement IS NULL OR settle IS NULL THEN
+        RAISE EXCEPTION 'statement and settle must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF pg_catalog.jsonb_typeof(statement) OPERATOR(pg_catalog.<>) 'array' THEN
+        RAISE EXCEPTION 'a statement is a JSON array of rows, not a JSON %', pg_catalog.jsonb_typeof(statement)
+            USING ERRCODE = '22023',
+                  HINT = 'Pass [{"bizno": ..., "amount": ..., "currency": ..., "status": ..., "channel_ref": ...}, ...].';
+    END IF;
+    -- a second call in one transaction finds the first one's table
+    IF pg_catalog.to_regclass('pg_temp.pay_statement_rows') IS NOT NULL THEN
+        DROP TABLE pg_temp.pay_statement_rows;
+    END IF;
+    CREATE TEMPORARY TABLE pay_statement_rows ON COMMIT DROP AS
+        SELECT s.bizno, s.amount, s.currency, s.status, s.channel_ref
+        FROM pg_catalog.jsonb_to_recordset(statement)
+             AS s(bizno text, amount numeric, currency text, status text, channel_ref text);
+    -- looked up when run: the table is new on every call
+    RETURN QUERY SELECT * FROM @extschema@.pay_reconcile(
+        pg_catalog.to_regclass('pg_temp.pay_statement_rows'), settle, since);
+    DROP TABLE pg_temp.pay_statement_rows;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz) IS
+'pay_reconcile of a statement given as a JSON array of rows (bizno, amount, currency, status, channel_ref): what idempotent_pay_proxy sends each partition';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz) FROM PUBLIC;

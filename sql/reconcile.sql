@@ -59,3 +59,22 @@ RESET idempotent_pay.journal_note;
 SELECT note FROM pay_journal WHERE bizno = 'R-MANUAL';
 
 SELECT * FROM pay_verify();
+
+-- Settling from a session that has not loaded the library yet (no C
+-- function called, nothing preloaded): the first settling loads it.
+SELECT pay_begin('R-FRESH', 10, 'EUR');
+CREATE TABLE fresh_statement AS SELECT 'R-FRESH'::text AS bizno, 10::numeric AS amount,
+    'EUR'::text AS currency, 'SUCCESS'::text AS status, 'BANK-FRESH'::text AS channel_ref;
+\c
+SELECT kind, bizno, ledger_status, detail FROM pay_reconcile('fresh_statement', settle => true)
+WHERE bizno = 'R-FRESH';
+
+-- The same through pay_reconcile_rows, the statement given as JSON rows
+-- (what idempotent_pay_proxy sends each partition).
+SELECT pay_begin('R-ROWS', 10, 'EUR');
+SELECT kind, bizno, ledger_status, detail
+FROM pay_reconcile_rows('[{"bizno": "R-ROWS", "amount": 10, "currency": "EUR", "status": "SUCCESS", "channel_ref": "BANK-ROWS"}]',
+                        settle => true)
+WHERE bizno = 'R-ROWS';
+SELECT outcome($$SELECT count(*) FROM pay_reconcile_rows('{"bizno": "R-ROWS"}')$$) AS not_an_array;
+SELECT * FROM pay_verify();
