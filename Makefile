@@ -19,9 +19,16 @@ OBJS = \
 	src/ledger.o \
 	src/lifecycle.o \
 	src/refund.o \
+	src/route.o \
 	src/stats.o
 
-DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+# idempotent_pay_proxy (SPEC section 13), the API routed over PL/Proxy, is a
+# second extension served by the same library (src/route.c): its control
+# file and script are installed as data next to idempotent_pay's.
+PROXY_EXTENSION = idempotent_pay_proxy
+
+DATA = $(wildcard sql/$(EXTENSION)--*.sql) \
+	$(PROXY_EXTENSION).control $(wildcard sql/$(PROXY_EXTENSION)--*.sql)
 
 REGRESS = setup bizno machine ledger claim half_open protect security hardening lifecycle fuzz reconcile refund upgrade
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)

@@ -18,7 +18,10 @@ CREATE TABLE floor_pay.ledger (
     created_at          timestamptz NOT NULL DEFAULT now(),
     updated_at          timestamptz NOT NULL DEFAULT now(),
     processing_since    timestamptz,
-    note                text
+    note                text,
+    parent              text,
+    refund_key          text,
+    response            jsonb
 ) WITH (fillfactor = 90);
 
 CREATE TABLE floor_pay.journal (
