@@ -1,10 +1,11 @@
 -- The simulated bank of the half-open-network demo, in a schema of its own.
 -- charge() books a charge and returns its id, or NULL when it declines: it
 -- declines a share of first requests for a reference, and every request
--- for a reference that query_and_close() has closed.  query_and_close() is
--- what a reconciler asks: the charge booked for a reference, if any, and
--- from then on the reference takes no more charges -- so a request still in
--- flight can never be charged after the payment was marked FAILED.
+-- for a reference that query_and_close() has closed.  refund() books money
+-- paid back the same way.  query_and_close() is what a reconciler asks: the
+-- charge or refund booked for a reference, if any, and from then on the
+-- reference takes no more -- so a request still in flight can never be
+-- booked after the payment was marked FAILED.
 
 DROP SCHEMA IF EXISTS bank CASCADE;
 CREATE SCHEMA bank;
@@ -19,12 +20,20 @@ CREATE TABLE bank.charges (
     at      timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX ON bank.charges (ref);
+-- Money paid back: refund() books like charge(), under the same rules.
+CREATE TABLE bank.refunds (
+    id      bigint PRIMARY KEY DEFAULT nextval('bank.charges_id_seq'),
+    ref     text NOT NULL,
+    amount  numeric NOT NULL,
+    at      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX ON bank.refunds (ref);
 
-CREATE FUNCTION bank.charge(p_ref text, p_amount numeric, p_decline_rate float8)
+CREATE FUNCTION bank.book(p_kind text, p_ref text, p_amount numeric, p_decline_rate float8)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     first_request boolean;
-    charge_id bigint;
+    booked_id bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext(p_ref));
     IF EXISTS (SELECT FROM bank.closed WHERE ref = p_ref) THEN
@@ -35,9 +44,23 @@ BEGIN
     IF first_request AND random() < p_decline_rate THEN
         RETURN NULL;
     END IF;
-    INSERT INTO bank.charges (ref, amount) VALUES (p_ref, p_amount) RETURNING id INTO charge_id;
-    RETURN charge_id;
+    IF p_kind = 'refund' THEN
+        INSERT INTO bank.refunds (ref, amount) VALUES (p_ref, p_amount) RETURNING id INTO booked_id;
+    ELSE
+        INSERT INTO bank.charges (ref, amount) VALUES (p_ref, p_amount) RETURNING id INTO booked_id;
+    END IF;
+    RETURN booked_id;
 END
+$$;
+
+CREATE FUNCTION bank.charge(p_ref text, p_amount numeric, p_decline_rate float8)
+RETURNS bigint LANGUAGE sql AS $$
+    SELECT bank.book('charge', p_ref, p_amount, p_decline_rate)
+$$;
+
+CREATE FUNCTION bank.refund(p_ref text, p_amount numeric, p_decline_rate float8)
+RETURNS bigint LANGUAGE sql AS $$
+    SELECT bank.book('refund', p_ref, p_amount, p_decline_rate)
 $$;
 
 CREATE FUNCTION bank.query_and_close(p_ref text)
@@ -45,6 +68,7 @@ RETURNS bigint LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext(p_ref));
     INSERT INTO bank.closed VALUES (p_ref) ON CONFLICT DO NOTHING;
-    RETURN (SELECT min(id) FROM bank.charges WHERE ref = p_ref);
+    RETURN coalesce((SELECT min(id) FROM bank.charges WHERE ref = p_ref),
+                    (SELECT min(id) FROM bank.refunds WHERE ref = p_ref));
 END
 $$;

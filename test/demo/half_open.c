@@ -13,11 +13,25 @@
  *			 thread takes pay_stuck rows, asks the bank (query_and_close) and
  *			 settles them; FAILED is retried by pay_claim.
  *
- * Prints one table; exits 1 if the guarded run charged an order twice or
- * left one unsettled, 2 on any other error.
+ * Then the refunds phase: every order is asked two refunds of 60% of its
+ * amount, under refund keys R1 and R2, by two workers at once, with the
+ * same lost answers and declines.  naive: no answer means "refund again".
+ * guarded: pay_refund_open -> pay_claim, settled as a payment; the claim
+ * that would refund more than was captured is refused (pay_refund_limit).
+ *
+ * Prints two tables; exits 1 if the guarded run charged an order twice,
+ * paid a refund twice, refunded more than was captured or left a payment
+ * or a refund unsettled, 2 on any other error.
+ *
+ * Through a PL/Proxy proxy (idempotent_pay_proxy, SPEC section 13), conninfo
+ * is the proxy database, which has the bank, and each -p names the database
+ * of one partition: the workers pay through the proxy, while the
+ * reconciler takes pay_stuck rows on each partition directly (their row
+ * locks last only as long as its transaction there) and settles them in the
+ * same transaction.  A line per shard then shows how the payments spread.
  *
  * Usage: half_open [-w workers] [-o orders] [-l loss] [-d decline] [-s seed]
- *		  [conninfo]
+ *		  [-p partition-conninfo ...] [conninfo]
  */
 #include <stdarg.h>
 #include <stdbool.h>
@@ -35,6 +49,7 @@
 #define STUCK_AFTER		"100 milliseconds"
 #define RECONCILE_EVERY_US	20000
 #define IN_PROGRESS_WAIT_US 10000
+#define MAX_PARTITIONS		64
 
 typedef struct Options
 {
@@ -44,13 +59,29 @@ typedef struct Options
 	double		decline;
 	unsigned	seed;
 	const char *conninfo;
+	/* through a proxy: the databases of its partitions, in partition order */
+	int			npartitions;
+	const char *partitions[MAX_PARTITIONS];
 } Options;
+
+/* What the workers of a run do. */
+typedef enum Phase
+{
+	PAYMENTS,
+	REFUNDS
+} Phase;
+
+/* Refunds asked per order, each of REFUND_PERCENT of its amount. */
+#define REFUND_KEYS		2
+#define REFUND_PERCENT	60
 
 typedef struct Worker
 {
 	const Options *options;
 	int			index;
 	bool		guarded;
+	Phase		phase;
+	long		refused;		/* refunds the limit refused */
 	unsigned	rng;
 	char		run[32];		/* distinguishes this run's references */
 	char		error[512];
@@ -58,9 +89,11 @@ typedef struct Worker
 
 typedef struct Totals
 {
-	long		charges;
-	long		charged_twice;
-	char		over_collected[64];
+	long		charges;		/* or refunds */
+	long		charged_twice;	/* or refunds paid twice */
+	char		over_collected[64];	/* or over-refunded */
+	long		over_refunded_orders;
+	long		refused;
 	long		unsettled;
 	double		seconds;
 } Totals;
@@ -146,6 +179,16 @@ static void
 order_amount(int i, char *buf, size_t size)
 {
 	snprintf(buf, size, "%d.%02d", 10 + i % 490, (i * 37) % 100);
+}
+
+/* The amount of each refund asked of order i: REFUND_PERCENT of its amount. */
+static void
+refund_amount(int i, char *buf, size_t size)
+{
+	long		cents = (10 + i % 490) * 100L + (i * 37) % 100;
+	long		refund = cents * REFUND_PERCENT / 100;
+
+	snprintf(buf, size, "%ld.%02ld", refund / 100, refund % 100);
 }
 
 /* Whether the answer to a charge made it back to the caller. */
@@ -240,47 +283,172 @@ pay_guarded(Worker *w, PGconn *conn, int order)
 	free(bizno);
 }
 
+static void
+refund_naively(Worker *w, PGconn *conn, int order, int key)
+{
+	char		ref[64];
+	char		amount[32];
+	char		decline[32];
+	const char *params[3] = {ref, amount, decline};
+
+	/* the order's charge reference, then the refund key */
+	snprintf(ref, sizeof(ref), "NAIVE-%s-%d:R%d", w->run, order, key);
+	refund_amount(order, amount, sizeof(amount));
+	snprintf(decline, sizeof(decline), "%g", w->options->decline);
+	for (;;)
+	{
+		char	   *refund = query_value(conn, "SELECT bank.refund($1, $2, $3)", 3, params, NULL);
+		bool		answered = answer_arrives(w);
+		bool		refunded = refund != NULL;
+
+		free(refund);
+		if (answered && refunded)
+			return;
+		/* no answer, or declined: refund again */
+	}
+}
+
 /*
- * The reconciler: every PROCESSING payment older than STUCK_AFTER is asked
- * of the bank, which closes its reference, and settled by the answer.
+ * Refund key R<key> of order: opened (or found again) for the order's
+ * payment, claimed and settled like a payment; refused for good when the
+ * claim would refund more than was captured.
+ */
+static void
+refund_guarded(Worker *w, PGconn *conn, int order, int key)
+{
+	char		biz_id[64];
+	char		amount[32];
+	char		refund_amount_text[32];
+	char		refund_key[8];
+	char		decline[32];
+	char		ref[160];
+	char		state[6];
+	char	   *bizno;
+	char	   *refund;
+
+	snprintf(biz_id, sizeof(biz_id), "ORDER-%s-%d", w->run, order);
+	order_amount(order, amount, sizeof(amount));
+	refund_amount(order, refund_amount_text, sizeof(refund_amount_text));
+	snprintf(refund_key, sizeof(refund_key), "R%d", key);
+	snprintf(decline, sizeof(decline), "%g", w->options->decline);
+	{
+		const char *params[2] = {biz_id, amount};
+
+		bizno = query_value(conn, "SELECT pay_open('DEMO', $1, $2::numeric, 'USD')", 2, params, NULL);
+	}
+	{
+		const char *params[3] = {bizno, refund_key, refund_amount_text};
+
+		refund = query_value(conn, "SELECT pay_refund_open($1, $2, $3::numeric, 'customer return')",
+							 3, params, NULL);
+	}
+
+	for (;;)
+	{
+		const char *key_param[1] = {refund};
+		char	   *claim = query_value(conn, "SELECT action || ' ' || attempt FROM pay_claim($1)",
+										1, key_param, state);
+		char	   *action = claim;
+		char	   *attempt;
+
+		if (claim == NULL && strcmp(state, "23514") == 0)
+		{
+			w->refused++;		/* pay_refund_limit: the other refund took it */
+			break;
+		}
+		if (claim == NULL)
+			die("pay_claim(%s) failed with SQLSTATE %s", refund, state);
+		attempt = strchr(claim, ' ');
+		*attempt++ = '\0';
+		if (strcmp(action, "ALREADY_SUCCEEDED") == 0)
+		{
+			free(claim);
+			break;
+		}
+		if (strcmp(action, "PROCEED") == 0)
+		{
+			const char *refund_params[3] = {ref, refund_amount_text, decline};
+			char	   *booked;
+
+			snprintf(ref, sizeof(ref), "%s:%s", refund, attempt);
+			booked = query_value(conn, "SELECT bank.refund($1, $2, $3)", 3, refund_params, NULL);
+			if (answer_arrives(w))
+			{
+				const char *settle[3] = {refund, booked ? booked : "declined", attempt};
+
+				free(query_value(conn, booked ? "SELECT pay_succeed($1, $2, $3::int)"
+								 : "SELECT pay_fail($1, $2, $3::int)", 3, settle, state));
+			}
+			free(booked);
+		}
+		else
+			usleep(IN_PROGRESS_WAIT_US);
+		free(claim);
+	}
+	free(refund);
+	free(bizno);
+}
+
+/*
+ * One pass over one ledger: every PROCESSING payment older than
+ * STUCK_AFTER is asked of the bank, which closes its reference, and settled
+ * by the answer, in the transaction that holds its pay_stuck row lock.
+ */
+static void
+reconcile_ledger(PGconn *ledger, PGconn *bank)
+{
+	PGresult   *stuck;
+
+	exec_or_die(ledger, "BEGIN");
+	stuck = PQexec(ledger, "SELECT bizno, attempt FROM pay_stuck('" STUCK_AFTER "', 100)");
+	if (PQresultStatus(stuck) != PGRES_TUPLES_OK)
+		die("pay_stuck: %s", PQerrorMessage(ledger));
+	for (int i = 0; i < PQntuples(stuck); i++)
+	{
+		const char *bizno = PQgetvalue(stuck, i, 0);
+		const char *attempt = PQgetvalue(stuck, i, 1);
+		char		ref[160];
+		const char *query[1] = {ref};
+		char	   *charge;
+
+		snprintf(ref, sizeof(ref), "%s:%s", bizno, attempt);
+		charge = query_value(bank, "SELECT bank.query_and_close($1)", 1, query, NULL);
+		{
+			const char *settle[3] = {bizno, charge ? charge : "no charge at the bank", attempt};
+
+			free(query_value(ledger, charge ? "SELECT pay_succeed($1, $2, $3::int)"
+							 : "SELECT pay_fail($1, $2, $3::int)", 3, settle, NULL));
+		}
+		free(charge);
+	}
+	PQclear(stuck);
+	exec_or_die(ledger, "COMMIT");
+}
+
+/*
+ * The reconciler: passes over the ledger -- over each partition's, through
+ * a proxy -- until the workers are done.
  */
 static void *
 reconcile(void *arg)
 {
 	Worker	   *w = arg;
-	PGconn	   *conn = connect_or_die(w->options->conninfo);
+	const Options *options = w->options;
+	PGconn	   *bank = connect_or_die(options->conninfo);
+	int			nledgers = options->npartitions > 0 ? options->npartitions : 1;
+	PGconn	   *ledgers[MAX_PARTITIONS];
 
+	for (int i = 0; i < nledgers; i++)
+		ledgers[i] = options->npartitions > 0 ? connect_or_die(options->partitions[i]) : bank;
 	while (!workers_done)
 	{
-		PGresult   *stuck;
-
-		exec_or_die(conn, "BEGIN");
-		stuck = PQexec(conn, "SELECT bizno, attempt FROM pay_stuck('" STUCK_AFTER "', 100)");
-		if (PQresultStatus(stuck) != PGRES_TUPLES_OK)
-			die("pay_stuck: %s", PQerrorMessage(conn));
-		for (int i = 0; i < PQntuples(stuck); i++)
-		{
-			const char *bizno = PQgetvalue(stuck, i, 0);
-			const char *attempt = PQgetvalue(stuck, i, 1);
-			char		ref[160];
-			const char *query[1] = {ref};
-			char	   *charge;
-
-			snprintf(ref, sizeof(ref), "%s:%s", bizno, attempt);
-			charge = query_value(conn, "SELECT bank.query_and_close($1)", 1, query, NULL);
-			{
-				const char *settle[3] = {bizno, charge ? charge : "no charge at the bank", attempt};
-
-				free(query_value(conn, charge ? "SELECT pay_succeed($1, $2, $3::int)"
-								 : "SELECT pay_fail($1, $2, $3::int)", 3, settle, NULL));
-			}
-			free(charge);
-		}
-		PQclear(stuck);
-		exec_or_die(conn, "COMMIT");
+		for (int i = 0; i < nledgers; i++)
+			reconcile_ledger(ledgers[i], bank);
 		usleep(RECONCILE_EVERY_US);
 	}
-	PQfinish(conn);
+	for (int i = 0; i < options->npartitions; i++)
+		PQfinish(ledgers[i]);
+	PQfinish(bank);
 	return NULL;
 }
 
@@ -290,13 +458,23 @@ work(void *arg)
 	Worker	   *w = arg;
 	PGconn	   *conn = connect_or_die(w->options->conninfo);
 
-	for (int order = w->index; order < w->options->orders; order += w->options->workers)
-	{
-		if (w->guarded)
-			pay_guarded(w, conn, order);
-		else
-			pay_naively(w, conn, order);
-	}
+	if (w->phase == PAYMENTS)
+		for (int order = w->index; order < w->options->orders; order += w->options->workers)
+		{
+			if (w->guarded)
+				pay_guarded(w, conn, order);
+			else
+				pay_naively(w, conn, order);
+		}
+	else
+		/* the refunds of one order go to neighbouring workers, at once */
+		for (int task = w->index; task < w->options->orders * REFUND_KEYS; task += w->options->workers)
+		{
+			if (w->guarded)
+				refund_guarded(w, conn, task / REFUND_KEYS, task % REFUND_KEYS + 1);
+			else
+				refund_naively(w, conn, task / REFUND_KEYS, task % REFUND_KEYS + 1);
+		}
 	PQfinish(conn);
 	return NULL;
 }
@@ -312,8 +490,124 @@ count(PGconn *conn, const char *sql, const char *run)
 	return result;
 }
 
+/* The orders of a run (biz_id LIKE $1) a ledger holds as SUCCESS, and their refunds. */
+#define SETTLED_ORDERS \
+	"SELECT count(*) FROM pay_ledger WHERE biz_id LIKE $1 AND status = 'SUCCESS'"
+#define SETTLED_REFUNDS \
+	"SELECT count(*) FROM pay_ledger AS r JOIN pay_ledger AS p ON p.bizno = r.parent " \
+	"WHERE p.biz_id LIKE $1 AND r.status = 'SUCCESS'"
+
+/* A count over the ledger: conn's, or every partition's through a proxy. */
+static long
+count_ledgers(const Options *options, PGconn *conn, const char *sql, const char *param)
+{
+	long		total = 0;
+
+	if (options->npartitions == 0)
+		return count(conn, sql, param);
+	for (int i = 0; i < options->npartitions; i++)
+	{
+		PGconn	   *partition = connect_or_die(options->partitions[i]);
+
+		total += count(partition, sql, param);
+		PQfinish(partition);
+	}
+	return total;
+}
+
+/*
+ * Through a proxy: a line per shard (a server, named by its node id) with
+ * the guarded run's payments on each of its partitions.
+ */
+static void
+print_spread(const Options *options, const char *run)
+{
+	char		biz_like[64];
+	int			node_of[MAX_PARTITIONS];
+	long		settled_on[MAX_PARTITIONS];
+	bool		shown[MAX_PARTITIONS] = {false};
+
+	snprintf(biz_like, sizeof(biz_like), "ORDER-%s-%%", run);
+	for (int i = 0; i < options->npartitions; i++)
+	{
+		PGconn	   *partition = connect_or_die(options->partitions[i]);
+		char	   *node = query_value(partition, "SELECT current_setting('idempotent_pay.node_id')",
+									   0, NULL, NULL);
+
+		node_of[i] = atoi(node);
+		settled_on[i] = count(partition, SETTLED_ORDERS, biz_like);
+		free(node);
+		PQfinish(partition);
+	}
+
+	printf("\npayments per shard, through the proxy (%d partitions):\n", options->npartitions);
+	for (int i = 0; i < options->npartitions; i++)
+	{
+		char		detail[1024] = "";
+		size_t		used = 0;
+		long		total = 0;
+
+		if (shown[i])
+			continue;
+		for (int j = i; j < options->npartitions; j++)
+		{
+			if (node_of[j] != node_of[i])
+				continue;
+			shown[j] = true;
+			total += settled_on[j];
+			if (used < sizeof(detail))
+				used += snprintf(detail + used, sizeof(detail) - used, "%spartition %d: %ld",
+								 used > 0 ? ", " : "", j, settled_on[j]);
+		}
+		printf("  shard with node_id %-4d %6ld payments (%s)\n", node_of[i], total, detail);
+	}
+}
+
+/*
+ * Refunds per refund, and per order against what the bank charged it, all
+ * read off the bank's references: $1 is the pattern of the run's.
+ */
+static void
+count_refunds(PGconn *conn, bool guarded, const char *pattern, Totals *totals)
+{
+	const char *params[1] = {pattern};
+	/* refunds(payment, refund, amount), charged(payment, captured) */
+	const char *naive_refunds =
+		"WITH refunds AS (SELECT split_part(ref, ':', 1) AS payment, split_part(ref, ':', 2) AS refund, amount "
+		"                 FROM bank.refunds WHERE ref LIKE $1), "
+		"     charged AS (SELECT ref AS payment, sum(amount) AS captured FROM bank.charges "
+		"                 WHERE ref LIKE $1 GROUP BY 1) ";
+	/* bizNo:attempt; a refund's bizNo is issued for its order's biz_id */
+	const char *guarded_refunds =
+		"WITH refunds AS (SELECT (pay_bizno_parse(split_part(ref, ':', 1))).biz_id AS payment, "
+		"                        split_part(ref, ':', 1) AS refund, amount "
+		"                 FROM bank.refunds WHERE ref LIKE $1), "
+		"     charged AS (SELECT (pay_bizno_parse(split_part(ref, ':', 1))).biz_id AS payment, "
+		"                        sum(amount) AS captured "
+		"                 FROM bank.charges WHERE ref LIKE $1 GROUP BY 1) ";
+	const char *with = guarded ? guarded_refunds : naive_refunds;
+	const char *over =
+		"per_order AS (SELECT r.payment, sum(r.amount) - min(c.captured) AS over "
+		"              FROM refunds AS r JOIN charged AS c USING (payment) GROUP BY 1) ";
+	char		sql[2048];
+	char	   *money;
+
+	snprintf(sql, sizeof(sql), "%s SELECT count(*) FROM refunds", with);
+	totals->charges = count(conn, sql, pattern);
+	snprintf(sql, sizeof(sql), "%s SELECT count(*) FROM (SELECT FROM refunds GROUP BY payment, refund "
+			 "HAVING count(*) > 1) AS twice", with);
+	totals->charged_twice = count(conn, sql, pattern);
+	snprintf(sql, sizeof(sql), "%s, %s SELECT count(*) FROM per_order WHERE over > 0", with, over);
+	totals->over_refunded_orders = count(conn, sql, pattern);
+	snprintf(sql, sizeof(sql), "%s, %s SELECT to_char(coalesce(sum(over) FILTER (WHERE over > 0), 0), "
+			 "'FM999999990.00') FROM per_order", with, over);
+	money = query_value(conn, sql, 1, params, NULL);
+	snprintf(totals->over_collected, sizeof(totals->over_collected), "%s", money);
+	free(money);
+}
+
 static Totals
-run_mode(const Options *options, bool guarded, const char *run)
+run_mode(const Options *options, bool guarded, Phase phase, const char *run)
 {
 	pthread_t  *threads = calloc(options->workers, sizeof(pthread_t));
 	Worker	   *workers = calloc(options->workers + 1, sizeof(Worker));
@@ -330,6 +624,7 @@ run_mode(const Options *options, bool guarded, const char *run)
 		workers[i].options = options;
 		workers[i].index = i;
 		workers[i].guarded = guarded;
+		workers[i].phase = phase;
 		workers[i].rng = options->seed * 7919u + (unsigned) i + (guarded ? 104729u : 0u);
 		snprintf(workers[i].run, sizeof(workers[i].run), "%s", run);
 	}
@@ -337,8 +632,12 @@ run_mode(const Options *options, bool guarded, const char *run)
 		pthread_create(&reconciler, NULL, reconcile, &workers[options->workers]);
 	for (int i = 0; i < options->workers; i++)
 		pthread_create(&threads[i], NULL, work, &workers[i]);
+	totals.refused = 0;
 	for (int i = 0; i < options->workers; i++)
+	{
 		pthread_join(threads[i], NULL);
+		totals.refused += workers[i].refused;
+	}
 	workers_done = true;
 	if (guarded)
 		pthread_join(reconciler, NULL);
@@ -347,6 +646,10 @@ run_mode(const Options *options, bool guarded, const char *run)
 	/* Charges per order: the reference is the order (naive) or bizNo:attempt. */
 	conn = connect_or_die(options->conninfo);
 	snprintf(pattern, sizeof(pattern), guarded ? "DEMO-ORDER-%s-%%" : "NAIVE-%s-%%", run);
+	totals.over_refunded_orders = 0;
+	if (phase == REFUNDS)
+		count_refunds(conn, guarded, pattern, &totals);
+	else
 	{
 		const char *per_order =
 			"WITH per_order AS (SELECT split_part(ref, ':', 1) AS payment, count(*) AS n, min(amount) AS amount "
@@ -370,12 +673,15 @@ run_mode(const Options *options, bool guarded, const char *run)
 		char		biz_like[64];
 
 		snprintf(biz_like, sizeof(biz_like), "ORDER-%s-%%", run);
-		totals.unsettled = options->orders -
-			count(conn, "SELECT count(*) FROM pay_ledger WHERE biz_id LIKE $1 AND status = 'SUCCESS'",
-				  biz_like);
+		/* every order is paid; every refund asked is paid or refused */
+		if (phase == PAYMENTS)
+			totals.unsettled = options->orders - count_ledgers(options, conn, SETTLED_ORDERS, biz_like);
+		else
+			totals.unsettled = (long) options->orders * REFUND_KEYS - totals.refused -
+				count_ledgers(options, conn, SETTLED_REFUNDS, biz_like);
 	}
 	else
-		totals.unsettled = 0;	/* a naive worker stops only on an answered charge */
+		totals.unsettled = 0;	/* a naive worker stops only on an answered request */
 	PQfinish(conn);
 	free(threads);
 	free(workers);
@@ -385,14 +691,16 @@ run_mode(const Options *options, bool guarded, const char *run)
 int
 main(int argc, char **argv)
 {
-	Options		options = {8, 2000, 0.30, 0.05, 42, "dbname=demo"};
+	Options		options = {8, 2000, 0.30, 0.05, 42, "dbname=demo", 0, {NULL}};
 	int			opt;
 	char		run[32];
 	Totals		naive,
-				guarded;
+				guarded,
+				naive_refunds,
+				guarded_refunds;
 	PGconn	   *conn;
 
-	while ((opt = getopt(argc, argv, "w:o:l:d:s:h")) != -1)
+	while ((opt = getopt(argc, argv, "w:o:l:d:s:p:h")) != -1)
 	{
 		switch (opt)
 		{
@@ -411,9 +719,14 @@ main(int argc, char **argv)
 			case 's':
 				options.seed = (unsigned) strtoul(optarg, NULL, 10);
 				break;
+			case 'p':
+				if (options.npartitions == MAX_PARTITIONS)
+					die("at most %d partitions", MAX_PARTITIONS);
+				options.partitions[options.npartitions++] = optarg;
+				break;
 			default:
-				fprintf(stderr, "usage: %s [-w workers] [-o orders] [-l loss] [-d decline] [-s seed] [conninfo]\n",
-						argv[0]);
+				fprintf(stderr, "usage: %s [-w workers] [-o orders] [-l loss] [-d decline] [-s seed] "
+						"[-p partition-conninfo ...] [conninfo]\n", argv[0]);
 				return 2;
 		}
 	}
@@ -423,17 +736,27 @@ main(int argc, char **argv)
 		options.decline < 0 || options.decline >= 1)
 		die("workers and orders must be positive, loss and decline in [0, 1)");
 
-	/* fail early, and plainly, when the extension is not there */
+	/* fail early, and plainly, when the extension (or the proxy) is not there */
 	conn = connect_or_die(options.conninfo);
-	exec_or_die(conn, "SELECT 1 FROM pay_ledger LIMIT 0");
+	exec_or_die(conn, options.npartitions > 0 ? "SELECT pay_partition_count()"
+				: "SELECT 1 FROM pay_ledger LIMIT 0");
 	PQfinish(conn);
+	for (int i = 0; i < options.npartitions; i++)
+	{
+		conn = connect_or_die(options.partitions[i]);
+		exec_or_die(conn, "SELECT 1 FROM pay_ledger LIMIT 0");
+		PQfinish(conn);
+	}
 	snprintf(run, sizeof(run), "%ld", (long) getpid());
 
-	printf("%d workers, %d orders, %.0f%% of answers lost, %.0f%% of first requests declined\n\n",
-		   options.workers, options.orders, options.loss * 100, options.decline * 100);
+	printf("%d workers, %d orders, %.0f%% of answers lost, %.0f%% of first requests declined%s\n\n",
+		   options.workers, options.orders, options.loss * 100, options.decline * 100,
+		   options.npartitions > 0 ? ", through a PL/Proxy proxy" : "");
 	fflush(stdout);
-	naive = run_mode(&options, false, run);
-	guarded = run_mode(&options, true, run);
+	naive = run_mode(&options, false, PAYMENTS, run);
+	guarded = run_mode(&options, true, PAYMENTS, run);
+	naive_refunds = run_mode(&options, false, REFUNDS, run);
+	guarded_refunds = run_mode(&options, true, REFUNDS, run);
 
 	printf("%-24s %14s %14s\n", "", "naive", "idempotent_pay");
 	printf("%-24s %14d %14d\n", "orders", options.orders, options.orders);
@@ -442,11 +765,37 @@ main(int argc, char **argv)
 	printf("%-24s %14s %14s\n", "money over-collected", naive.over_collected, guarded.over_collected);
 	printf("%-24s %14ld %14ld\n", "orders not settled", naive.unsettled, guarded.unsettled);
 	printf("%-24s %14.1f %14.1f\n", "wall time (s)", naive.seconds, guarded.seconds);
+	if (options.npartitions > 0)
+		print_spread(&options, run);
+
+	printf("\nrefunds: %d per order, %d%% of its amount each, asked at once\n\n",
+		   REFUND_KEYS, REFUND_PERCENT);
+	printf("%-28s %14s %14s\n", "", "naive", "idempotent_pay");
+	printf("%-28s %14d %14d\n", "refunds asked", options.orders * REFUND_KEYS,
+		   options.orders * REFUND_KEYS);
+	printf("%-28s %14ld %14ld\n", "bank refunds", naive_refunds.charges, guarded_refunds.charges);
+	printf("%-28s %14ld %14ld\n", "refunds paid twice", naive_refunds.charged_twice,
+		   guarded_refunds.charged_twice);
+	printf("%-28s %14ld %14ld\n", "orders over-refunded", naive_refunds.over_refunded_orders,
+		   guarded_refunds.over_refunded_orders);
+	printf("%-28s %14s %14s\n", "money over-refunded", naive_refunds.over_collected,
+		   guarded_refunds.over_collected);
+	printf("%-28s %14s %14ld\n", "refused: over the capture", "-", guarded_refunds.refused);
+	printf("%-28s %14ld %14ld\n", "refunds not settled", naive_refunds.unsettled,
+		   guarded_refunds.unsettled);
+	printf("%-28s %14.1f %14.1f\n", "wall time (s)", naive_refunds.seconds, guarded_refunds.seconds);
 
 	if (guarded.charged_twice != 0 || guarded.unsettled != 0 ||
 		strcmp(guarded.over_collected, "0.00") != 0)
 	{
 		printf("\nFAILED: the guarded run charged an order twice or left one unsettled\n");
+		return 1;
+	}
+	if (guarded_refunds.charged_twice != 0 || guarded_refunds.over_refunded_orders != 0 ||
+		guarded_refunds.unsettled != 0)
+	{
+		printf("\nFAILED: the guarded run paid a refund twice, refunded more than was charged, "
+			   "or left a refund unsettled\n");
 		return 1;
 	}
 	return 0;
