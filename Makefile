@@ -13,6 +13,7 @@ OBJS = \
 	src/bizno_format.o \
 	src/amount.o \
 	src/catalog.o \
+	src/direct.o \
 	src/machine.o \
 	src/guard.o \
 	src/journal.o \

@@ -387,7 +387,7 @@ COMMENT ON TYPE @extschema@.pay_claim IS
 CREATE FUNCTION @extschema@.pay_claim(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
 RETURNS @extschema@.pay_claim
 AS 'MODULE_PATHNAME', 'pay_claim'
-LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+LANGUAGE C VOLATILE SECURITY DEFINER;
 
 COMMENT ON FUNCTION @extschema@.pay_claim(text, numeric, text) IS
 'pay_begin''s decision and, in the same round trip, the attempt (the fencing token), status, channel_ref and stored response';
@@ -408,7 +408,7 @@ CREATE FUNCTION @extschema@.pay_succeed(bizno text, channel_ref text DEFAULT NUL
                                         response jsonb DEFAULT NULL)
 RETURNS @extschema@.pay_status
 AS 'MODULE_PATHNAME', 'pay_succeed'
-LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+LANGUAGE C VOLATILE SECURITY DEFINER;
 
 COMMENT ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb) IS
 'PROCESSING -> SUCCESS, storing the response every later claim replays; a no-op on SUCCESS; attempt, when given, must be the current one';
@@ -453,7 +453,13 @@ DROP TABLE pg_temp.pay_api_grantees;
 CREATE OR REPLACE FUNCTION @extschema@.pay_begin(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
 RETURNS @extschema@.pay_action
 AS 'MODULE_PATHNAME', 'pay_begin_1_2'
-LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+-- The hot path needs no SET clause: the C code writes a new payment and
+-- settles it through the access methods, running no SQL and resolving no
+-- name, and pins search_path itself for every statement it runs otherwise
+-- (src/ledger.c, PinSearchPath).  The other functions keep theirs.
+ALTER FUNCTION @extschema@.pay_fail(text, text, integer) RESET search_path;
 
 -- pay_stats counts refunds too: every status's refunds in a column of
 -- their own (payments counts both).

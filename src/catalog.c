@@ -16,6 +16,9 @@
  * the wrong place; one that is missing or of another type is refused with
  * an error naming it.  Callers look the tables up after they hold a lock on
  * the table they read, so an invalidation that the lock brings in is seen.
+ * A change of any constraint (a domain's CHECK among them) counts as a
+ * change of the tables, since it may change whether rows can go straight
+ * into them.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,11 +28,19 @@
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
+#include "access/transam.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_enum.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -81,6 +92,8 @@ static const ColumnSpec journal_columns[JOURNAL_COLUMNS] = {
 };
 
 static PayCatalog catalog;
+/* holds catalog.ledger_defaults; emptied at every lookup of the tables */
+static MemoryContext tables_context = NULL;
 static bool types_valid = false;
 static bool tables_valid = false;
 static bool callbacks_registered = false;
@@ -111,6 +124,14 @@ ForgetTables(Datum arg, Oid relid)
 		tables_valid = false;
 		invalidations++;
 	}
+}
+
+/* A constraint changed: a table's, or a domain's the ledger may use. */
+static void
+ForgetConstraints(Datum arg, int cacheid, uint32 hashvalue)
+{
+	tables_valid = false;
+	invalidations++;
 }
 
 static void
@@ -156,6 +177,98 @@ LookupRelation(Oid namespace, const char *name)
 	if (!OidIsValid(relid))
 		RaiseMissing("relation", name);
 	return relid;
+}
+
+/*
+ * Whether a function may run where the caller's search_path is in force: a
+ * built-in one, or one of this extension's own C functions.  Anything else
+ * -- SQL or PL/pgSQL, say -- may resolve names when it runs.
+ */
+static bool
+FunctionIsUntrusted(Oid function, void *context)
+{
+	HeapTuple	tuple;
+	Form_pg_proc proc;
+	bool		ours;
+
+	if (function < FirstNormalObjectId)
+		return false;
+	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(function));
+	if (!HeapTupleIsValid(tuple))
+		return true;
+	proc = (Form_pg_proc) GETSTRUCT(tuple);
+	ours = proc->pronamespace == catalog.namespace && proc->prolang == ClanguageId;
+	ReleaseSysCache(tuple);
+	return !ours;
+}
+
+static bool
+ExpressionIsUntrusted(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	/* a domain's checks, or a subquery, are more than a function call */
+	if (IsA(node, CoerceToDomain) || IsA(node, SubLink) || IsA(node, SubPlan) ||
+		IsA(node, NextValueExpr))
+		return true;
+	if (check_functions_in_node(node, FunctionIsUntrusted, context))
+		return true;
+	return expression_tree_walker(node, ExpressionIsUntrusted, context);
+}
+
+/*
+ * Whether evaluating expr calls only built-in functions and the extension's
+ * own C functions, so that it does the same whatever the caller's
+ * search_path: what the API's direct writes (direct.c) may evaluate.
+ */
+bool
+PayExpressionIsTrusted(Node *expr)
+{
+	return !ExpressionIsUntrusted(expr, NULL);
+}
+
+/*
+ * Whether every CHECK constraint of a domain is trusted; NOT NULL is part
+ * of the type.  A domain over a domain is not looked into: false.
+ */
+static bool
+DomainIsTrusted(Oid domain)
+{
+	Relation	constraints;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	bool		trusted;
+
+	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(domain));
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	trusted = ((Form_pg_type) GETSTRUCT(tuple))->typtype == TYPTYPE_DOMAIN &&
+		((Form_pg_type) GETSTRUCT(tuple))->typtypmod == -1 &&
+		get_typtype(((Form_pg_type) GETSTRUCT(tuple))->typbasetype) != TYPTYPE_DOMAIN;
+	ReleaseSysCache(tuple);
+	if (!trusted)
+		return false;
+
+	constraints = table_open(ConstraintRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_constraint_contypid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(domain));
+	scan = systable_beginscan(constraints, ConstraintTypidIndexId, true, NULL, 1, &key);
+	while (trusted && HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_constraint constraint = (Form_pg_constraint) GETSTRUCT(tuple);
+		bool		isnull;
+		Datum		bin;
+
+		if (constraint->contype != CONSTRAINT_CHECK)
+			continue;
+		bin = heap_getattr(tuple, Anum_pg_constraint_conbin, RelationGetDescr(constraints),
+						   &isnull);
+		trusted = !isnull && PayExpressionIsTrusted(stringToNode(TextDatumGetCString(bin)));
+	}
+	systable_endscan(scan);
+	table_close(constraints, AccessShareLock);
+	return trusted;
 }
 
 /*
@@ -240,8 +353,9 @@ LookupLedgerKey(Relation ledger)
  * column is one the trigger fills (no default to compute) and of exactly the
  * type it is filled with (no domain, no typmod to check), no generated
  * column, no INSERT trigger or rule, no row security, not partitioned and
- * no partition.  NOT NULL and CHECK constraints and the indexes are
- * applied by journal.c itself.
+ * no partition, and no CHECK constraint calling a function other than a
+ * built-in one or the extension's.  NOT NULL and CHECK constraints and the
+ * indexes are applied by journal.c itself.
  */
 static bool
 JournalAllowsDirectInsert(Relation journal)
@@ -265,6 +379,11 @@ JournalAllowsDirectInsert(Relation journal)
 			return false;
 	}
 
+	/* the CHECK constraints are evaluated where the caller's path is in force */
+	for (int i = 0; tupdesc->constr && i < tupdesc->constr->num_check; i++)
+		if (!PayExpressionIsTrusted(stringToNode(tupdesc->constr->check[i].ccbin)))
+			return false;
+
 	return columns == JOURNAL_COLUMNS &&
 		journal->rd_rel->relkind == RELKIND_RELATION &&
 		!journal->rd_rel->relispartition &&
@@ -277,6 +396,119 @@ JournalAllowsDirectInsert(Relation journal)
 					   triggers->trig_insert_before_statement ||
 					   triggers->trig_insert_after_statement ||
 					   triggers->trig_insert_new_table));
+}
+
+/* A column of the ledger the direct writes set holds exactly what they write. */
+static bool
+LedgerColumnTakesDirectly(Relation ledger, LedgerColumn column, bool domain_allowed)
+{
+	Form_pg_attribute attr;
+	Oid			expected = OidIsValid(ledger_columns[column].type) ?
+	ledger_columns[column].type : catalog.status_type;
+
+	if (catalog.ledger_attnums[column] == InvalidAttrNumber)
+		return false;
+	attr = TupleDescAttr(RelationGetDescr(ledger), catalog.ledger_attnums[column] - 1);
+	if (attr->atttypmod != -1)
+		return false;
+	if (attr->atttypid == expected)
+		return true;
+	return domain_allowed && DomainIsTrusted(attr->atttypid);
+}
+
+/*
+ * Whether the API may write ledger rows itself, through the heap and index
+ * access methods (direct.c), and whether it can do so without running
+ * anything that resolves a name: the ledger of 1.2, not partitioned, no
+ * rule, no row security, no generated or identity column, no CHECK
+ * constraint on the table; the columns the API writes of exactly their
+ * types (amount and currency may be domains whose checks are trusted);
+ * defaults trusted (kept in catalog.ledger_defaults); and no trigger but
+ * the extension's own, each an unconditional row trigger as installed.
+ * The indexes are checked by direct.c on the ones it opens.
+ */
+static bool
+LedgerAllowsDirectWrites(Relation ledger)
+{
+	TupleDesc	tupdesc = RelationGetDescr(ledger);
+	TriggerDesc *triggers = ledger->trigdesc;
+	MemoryContext old_context;
+
+	if (ledger->rd_rel->relkind != RELKIND_RELATION || ledger->rd_rel->relispartition ||
+		ledger->rd_rel->relhasrules || ledger->rd_rel->relrowsecurity ||
+		(tupdesc->constr && (tupdesc->constr->num_check > 0 ||
+							 tupdesc->constr->has_generated_stored)))
+		return false;
+
+	if (!LedgerColumnTakesDirectly(ledger, LEDGER_BIZNO, false) ||
+		!LedgerColumnTakesDirectly(ledger, LEDGER_STATUS, false) ||
+		!LedgerColumnTakesDirectly(ledger, LEDGER_AMOUNT, true) ||
+		!LedgerColumnTakesDirectly(ledger, LEDGER_CURRENCY, true) ||
+		!LedgerColumnTakesDirectly(ledger, LEDGER_CHANNEL_REF, false) ||
+		!LedgerColumnTakesDirectly(ledger, LEDGER_LAST_ERROR, false) ||
+		!LedgerColumnTakesDirectly(ledger, LEDGER_NOTE, false) ||
+		!LedgerColumnTakesDirectly(ledger, LEDGER_RESPONSE, false) ||
+		catalog.ledger_attnums[LEDGER_PARENT] == InvalidAttrNumber ||
+		catalog.ledger_attnums[LEDGER_REFUND_KEY] == InvalidAttrNumber)
+		return false;
+
+	for (int i = 0; triggers && i < triggers->numtriggers; i++)
+	{
+		Trigger    *trigger = &triggers->triggers[i];
+
+		if ((trigger->tgfoid != catalog.guard_function &&
+			 trigger->tgfoid != catalog.bookkeeping_function &&
+			 trigger->tgfoid != catalog.journal_function) ||
+			trigger->tgqual != NULL || trigger->tgnattr != 0 ||
+			trigger->tgoldtable != NULL || trigger->tgnewtable != NULL ||
+			OidIsValid(trigger->tgconstraint))
+			return false;
+	}
+	if (triggers && (triggers->trig_insert_before_statement ||
+					 triggers->trig_insert_after_statement ||
+					 triggers->trig_update_before_statement ||
+					 triggers->trig_update_after_statement ||
+					 triggers->trig_insert_instead_row ||
+					 triggers->trig_update_instead_row))
+		return false;
+
+	old_context = MemoryContextSwitchTo(tables_context);
+	catalog.ledger_defaults = palloc0(sizeof(Expr *) * tupdesc->natts);
+	MemoryContextSwitchTo(old_context);
+	for (int a = 0; a < tupdesc->natts; a++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, a);
+		Node	   *expr;
+
+		if (attr->attisdropped)
+			continue;
+		if (attr->attidentity || attr->attgenerated)
+			return false;
+		if (!attr->atthasdef)
+			continue;
+		expr = build_column_default(ledger, attr->attnum);
+		if (expr == NULL)
+			continue;
+		if (!PayExpressionIsTrusted(expr))
+			return false;
+		old_context = MemoryContextSwitchTo(tables_context);
+		catalog.ledger_defaults[a] = expression_planner(copyObject((Expr *) expr));
+		MemoryContextSwitchTo(old_context);
+	}
+	return true;
+}
+
+static Oid
+LookupTriggerFunction(Oid namespace, const char *name)
+{
+	Oid			function = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+										   CStringGetDatum(name),
+										   PointerGetDatum(buildoidvector(NULL, 0)),
+										   ObjectIdGetDatum(namespace));
+
+	if (!OidIsValid(function))
+		RaiseMissing("function", name);
+	return function;
 }
 
 static void
@@ -310,10 +542,22 @@ LookupTables(void)
 	Relation	ledger;
 	Relation	journal;
 
+	if (tables_context == NULL)
+		tables_context = AllocSetContextCreate(CacheMemoryContext, "idempotent_pay tables",
+											   ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(tables_context);
+	catalog.ledger_defaults = NULL;
+	catalog.ledger_direct = false;
+
+	catalog.guard_function = LookupTriggerFunction(catalog.namespace, "pay_guard");
+	catalog.bookkeeping_function = LookupTriggerFunction(catalog.namespace,
+														 "pay_ledger_bookkeeping");
+	catalog.journal_function = LookupTriggerFunction(catalog.namespace, "pay_ledger_journal");
 	catalog.ledger = LookupRelation(catalog.namespace, "pay_ledger");
 	ledger = table_open(catalog.ledger, AccessShareLock);
 	LookupColumns(ledger, ledger_columns, LEDGER_COLUMNS, catalog.ledger_attnums);
 	catalog.ledger_pkey = LookupLedgerKey(ledger);
+	catalog.ledger_direct = LedgerAllowsDirectWrites(ledger);
 	table_close(ledger, NoLock);
 
 	catalog.journal = LookupRelation(catalog.namespace, "pay_journal");
@@ -339,6 +583,7 @@ PayCatalogGet(FunctionCallInfo fcinfo)
 		CacheRegisterSyscacheCallback(TYPEOID, ForgetTypes, (Datum) 0);
 		CacheRegisterSyscacheCallback(NAMESPACEOID, ForgetTypes, (Datum) 0);
 		CacheRegisterRelcacheCallback(ForgetTables, (Datum) 0);
+		CacheRegisterSyscacheCallback(CONSTROID, ForgetConstraints, (Datum) 0);
 		callbacks_registered = true;
 	}
 

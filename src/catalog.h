@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "nodes/primnodes.h"
 
 #include "machine.h"
 
@@ -77,11 +78,21 @@ typedef struct PayCatalog
 	AttrNumber	journal_attnums[JOURNAL_COLUMNS];
 	/* may journal rows go straight into heap and indexes? (journal.c) */
 	bool		journal_direct;
+
+	/* the ledger's own trigger functions (direct.c fires them itself) */
+	Oid			guard_function;
+	Oid			bookkeeping_function;
+	Oid			journal_function;
+	/* may the API write ledger rows through the access methods? (direct.c) */
+	bool		ledger_direct;
+	/* what an INSERT fills in for the columns it does not name, by attnum-1 */
+	Expr	  **ledger_defaults;
 } PayCatalog;
 
 extern const PayCatalog *PayCatalogGet(FunctionCallInfo fcinfo);
 extern const PayCatalog *PayCatalogGetTables(FunctionCallInfo fcinfo);
 extern PayStatus PayStatusFromLabel(const PayCatalog *catalog, Oid label);
+extern bool PayExpressionIsTrusted(Node *expr);
 
 #define PayStatusGetDatum(catalog, status) \
 	ObjectIdGetDatum((catalog)->status_labels[(status)])

@@ -6,7 +6,13 @@
  *	  and pay_refund_open (section 14).
  *
  * Every function runs as the extension owner (SECURITY DEFINER) through
- * saved plans whose every name is schema-qualified.  A decision that writes
+ * saved plans whose every name is schema-qualified, each run with
+ * search_path pinned to the extension's schema and pg_temp (PinSearchPath),
+ * as a function's SET clause would pin it.  A new payment's INSERT and the
+ * settling UPDATE go straight through the access methods when nothing the
+ * executor would do is left undone (direct.c); they run no SQL and resolve
+ * no name, which is why pay_begin, pay_claim, pay_succeed and pay_fail need
+ * no SET clause of their own, and what makes them cheap.  A decision that writes
  * is taken on the row as re-read under FOR UPDATE; decisions that do not
  * write (ALREADY_SUCCEEDED, IN_PROGRESS) are taken on a plain read, because
  * SUCCESS never changes and a PROCESSING row answered IN_PROGRESS is never
@@ -47,6 +53,7 @@
 #include "amount.h"
 #include "bizno.h"
 #include "catalog.h"
+#include "direct.h"
 #include "guard.h"
 #include "idempotent_pay.h"
 #include "ledger.h"
@@ -141,8 +148,6 @@ ExtraSets(LedgerPlan plan)
 static SPIPlanPtr plans[PLAN_COUNT];
 /* the catalog generation the plans were made for */
 static uint64 plans_generation = 0;
-/* whether they write the columns of 1.2; notes go through the setting if not */
-static bool plans_write_note = false;
 
 /* A ledger row as the API reads it; SPI reads live in SPI memory. */
 typedef struct LedgerRow
@@ -181,6 +186,14 @@ PG_FUNCTION_INFO_V1(pay_reset);
 PG_FUNCTION_INFO_V1(pay_transition);
 PG_FUNCTION_INFO_V1(pay_refund_open);
 
+/* Whether the ledger has the columns of 1.2 a write's note and answer go in. */
+static bool
+LedgerHasNote(const PayCatalog *catalog)
+{
+	return catalog->ledger_attnums[LEDGER_NOTE] != InvalidAttrNumber &&
+		catalog->ledger_attnums[LEDGER_RESPONSE] != InvalidAttrNumber;
+}
+
 /*
  * Prepare the plans for the catalog as it is now: once per backend, and
  * again whenever the catalog was looked up again.
@@ -210,8 +223,7 @@ PreparePlans(const PayCatalog *catalog)
 		[PLAN_FIND_REFUND] = 2,[PLAN_READ_PARENT] = 1,
 		[PLAN_INSERT_REFUND] = 7,[PLAN_INSERT_REFUND_STRICT] = 7,
 	};
-	bool		write_note = catalog->ledger_attnums[LEDGER_NOTE] != InvalidAttrNumber &&
-		catalog->ledger_attnums[LEDGER_RESPONSE] != InvalidAttrNumber;
+	bool		write_note = LedgerHasNote(catalog);
 	bool		has_refunds = catalog->ledger_attnums[LEDGER_PARENT] != InvalidAttrNumber &&
 		catalog->ledger_attnums[LEDGER_REFUND_KEY] != InvalidAttrNumber && write_note;
 
@@ -239,7 +251,6 @@ PreparePlans(const PayCatalog *catalog)
 		plans[i] = plan;
 	}
 	plans_generation = catalog->generation;
-	plans_write_note = write_note;
 }
 
 /*
@@ -260,16 +271,34 @@ RethrowForCaller(MemoryContext context)
 	ReThrowError(error);
 }
 
+/*
+ * Pin search_path to the extension's schema and pg_temp until
+ * AtEOXact_GUC(true, the level returned) -- or the abort of an error --
+ * restores the caller's: what runs as SQL here, and whatever it fires (a
+ * DBA's trigger or default on the ledger, run as the extension owner),
+ * never resolves a name on the caller's path.
+ */
+static int
+PinSearchPath(const PayCatalog *catalog)
+{
+	int			nest_level = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", psprintf("%s, pg_temp", catalog->schema),
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest_level;
+}
+
 /* Run a saved plan; nulls as SPI wants them ('n' or ' '). */
 static uint64
 RunPlan(const PayCatalog *catalog, LedgerPlan plan, Datum *values, const char *nulls)
 {
 	MemoryContext context = CurrentMemoryContext;
+	int			nest_level = PinSearchPath(catalog);
 	int			ret = 0;
 
-	PreparePlans(catalog);
 	PG_TRY();
 	{
+		PreparePlans(catalog);
 		ret = SPI_execute_plan(plans[plan], values, nulls, false, 0);
 	}
 	PG_CATCH();
@@ -277,10 +306,12 @@ RunPlan(const PayCatalog *catalog, LedgerPlan plan, Datum *values, const char *n
 		RethrowForCaller(context);
 	}
 	PG_END_TRY();
+	AtEOXact_GUC(true, nest_level);
 	if (ret < 0)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	return SPI_processed;
 }
+
 
 /*
  * Run a plan that writes a note (NULL for none).  The note is one of the
@@ -296,8 +327,7 @@ RunNotedPlan(const PayCatalog *catalog, LedgerPlan plan, Datum *values, const ch
 	int			nest_level;
 	uint64		processed;
 
-	PreparePlans(catalog);
-	if (plans_write_note || note == NULL)
+	if (LedgerHasNote(catalog) || note == NULL)
 		return RunPlan(catalog, plan, values, nulls);
 
 	nest_level = NewGUCNestLevel();
@@ -431,18 +461,24 @@ SetStatus(const PayCatalog *catalog, Datum bizno, PayStatus status, const char *
 
 /*
  * Insert a new ledger row.  With ON CONFLICT DO NOTHING (plan PLAN_INSERT)
- * false when a row with any unique key of it exists; with PLAN_INSERT_STRICT
- * such a row raises the unique violation that names its index.
+ * false when a row with any unique key of it exists -- written directly
+ * when it can be (direct.c); with PLAN_INSERT_STRICT such a row raises the
+ * unique violation that names its index.
  */
 static bool
-InsertRow(const PayCatalog *catalog, LedgerPlan plan, Datum bizno, PayStatus status,
-		  const PaymentAmount *amount)
+InsertRow(FunctionCallInfo fcinfo, const PayCatalog *catalog, LedgerPlan plan, Datum bizno,
+		  PayStatus status, const PaymentAmount *amount)
 {
 	Datum		args[4] = {bizno, PayStatusGetDatum(catalog, status),
 	amount->amount, amount->currency};
 	char		nulls[4] = {' ', ' ', amount->has_amount ? ' ' : 'n',
 	amount->has_currency ? ' ' : 'n'};
+	bool		inserted;
 
+	if (plan == PLAN_INSERT &&
+		PayDirectInsert(fcinfo, bizno, status, !amount->has_amount, amount->amount,
+						!amount->has_currency, amount->currency, &inserted))
+		return inserted;
 	return RunPlan(catalog, plan, args, nulls) == 1;
 }
 
@@ -656,7 +692,7 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 								TextDatumGetCString(bizno)),
 						 errhint("Pass the amount (and currency) to charge with the first claim, or open the payment with pay_open.")));
 			decision = PayDecideBegin(PAY_NEW_ROW, retry_failed);
-			if (InsertRow(catalog, PLAN_INSERT, bizno, decision.steps[0], amount))
+			if (InsertRow(fcinfo, catalog, PLAN_INSERT, bizno, decision.steps[0], amount))
 			{
 				action = decision.action;
 				break;
@@ -671,7 +707,7 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 				 * is gone.  Insert without ON CONFLICT: PostgreSQL names the
 				 * index that refuses it, or the row goes in.
 				 */
-				RequireRowWritten(InsertRow(catalog, PLAN_INSERT_STRICT, bizno,
+				RequireRowWritten(InsertRow(fcinfo, catalog, PLAN_INSERT_STRICT, bizno,
 											decision.steps[0], amount), bizno);
 				action = decision.action;
 				break;
@@ -828,6 +864,33 @@ JournalSecondCharge(const PayCatalog *catalog, Datum bizno, const LedgerRow *row
 }
 
 /*
+ * The settling UPDATE (PLAN_SETTLE, args and nulls as it takes them),
+ * written directly when it can be (direct.c); the rows it wrote.
+ */
+static uint64
+SettleRow(FunctionCallInfo fcinfo, const PayCatalog *catalog, PayStatus target,
+		  Datum *args, const char *nulls, const char *reason)
+{
+	PaySettleWrite write = {
+		.bizno = args[0],
+		.target = target,
+		.channel_ref = args[2],
+		.channel_ref_null = nulls[2] == 'n',
+		.last_error = args[3],
+		.last_error_null = nulls[3] == 'n',
+		.attempt = nulls[5] == 'n' ? 0 : DatumGetInt32(args[5]),
+		.attempt_null = nulls[5] == 'n',
+		.response = args[6],
+		.response_null = nulls[6] == 'n',
+	};
+	bool		settled;
+
+	if (PayDirectSettle(fcinfo, &write, &settled))
+		return settled ? 1 : 0;
+	return RunNotedPlan(catalog, PLAN_SETTLE, args, nulls, reason);
+}
+
+/*
  * pay_succeed and pay_fail: PROCESSING -> target, a no-op on target.
  * attempt, when given, must be the current attempt (a fencing token).
  */
@@ -872,7 +935,7 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 		PayVerdict	verdict;
 
 		CHECK_FOR_INTERRUPTS();
-		if (RunNotedPlan(catalog, PLAN_SETTLE, args, nulls, reason) == 1)
+		if (SettleRow(fcinfo, catalog, target, args, nulls, reason) == 1)
 			break;
 
 		if (!ProbeRow(fcinfo, bizno, &row))
@@ -1025,7 +1088,7 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 																	   VARSIZE_ANY_EXHDR(prefix),
 																	   VARDATA_ANY(biz_id),
 																	   VARSIZE_ANY_EXHDR(biz_id))));
-		if (InsertRow(catalog, insert, bizno, PAY_INIT, amount))
+		if (InsertRow(fcinfo, catalog, insert, bizno, PAY_INIT, amount))
 			return SPI_datumTransfer(bizno, false, -1);
 		if (insert == PLAN_INSERT_STRICT)
 			RequireRowWritten(0, bizno);	/* a trigger skipped it, twice */

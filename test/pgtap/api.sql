@@ -1,6 +1,6 @@
 -- The payment API contract (SPEC sections 4, 6 and 7), as a user checks it.
 BEGIN;
-SELECT plan(51);
+SELECT plan(52);
 
 -- Types
 SELECT has_type('pay_status');
@@ -42,10 +42,14 @@ SELECT function_returns('pay_grant', ARRAY['regrole'], 'void');
 SELECT function_returns('pay_allowed', ARRAY['pay_status', 'pay_status'], 'boolean');
 SELECT is_definer('pay_begin', ARRAY['text', 'numeric', 'text']);
 SELECT is((SELECT count(*)::int FROM pg_proc
-           WHERE proname IN ('pay_open', 'pay_begin', 'pay_succeed', 'pay_fail', 'pay_reset',
-                             'pay_transition', 'pay_get', 'pay_stuck')
+           WHERE proname IN ('pay_open', 'pay_reset', 'pay_transition', 'pay_get', 'pay_stuck')
              AND prosecdef AND proconfig::text LIKE '%search_path=%pg_temp%'),
-          8, 'every API function runs as the owner with a pinned search_path');
+          5, 'the API functions that run SQL run as the owner with a pinned search_path');
+SELECT is((SELECT count(*)::int FROM pg_proc
+           WHERE proname IN ('pay_begin', 'pay_claim', 'pay_succeed', 'pay_fail')
+             AND prosecdef AND prolang = (SELECT oid FROM pg_language WHERE lanname = 'c')
+             AND proconfig IS NULL),
+          4, 'the hot path runs as the owner and pins search_path in C, for the SQL it runs');
 
 -- Decisions
 SELECT is(pay_begin('TAP-1', 5, 'USD'), 'PROCEED', 'a new bizNo: PROCEED');

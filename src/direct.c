@@ -1,0 +1,607 @@
+/*-------------------------------------------------------------------------
+ *
+ * direct.c
+ *	  The API's two hot writes of the ledger through the table and index
+ *	  access methods: a new payment, as
+ *
+ *		INSERT INTO pay_ledger (bizno, status, amount, currency)
+ *		VALUES (...) ON CONFLICT DO NOTHING
+ *
+ *	  and settling one, as
+ *
+ *		UPDATE pay_ledger SET status = target,
+ *			channel_ref = COALESCE(ref, channel_ref),
+ *			last_error = COALESCE(error, last_error), note = error,
+ *			response = response
+ *		WHERE bizno = key AND status = 'PROCESSING'
+ *			AND attempt = COALESCE(attempt, attempt)
+ *
+ *	  would run them, without planning, starting and ending a statement per
+ *	  call (ledger.c keeps those statements for every other case).
+ *
+ * Only when nothing the executor would do is left undone, and nothing that
+ * runs resolves a name (catalog.c, LedgerAllowsDirectWrites): the triggers
+ * are the extension's own and are fired here as the trigger manager fires
+ * them -- BEFORE row triggers in name order, each seeing the tuple the one
+ * before returned, a NULL skipping the write, then the AFTER row trigger
+ * (the journal) once the row is in; defaults are computed, domain checks,
+ * NOT NULL constraints and publications' replica identity enforced, and
+ * every index maintained, its predicates and expressions evaluated (only
+ * indexes of built-in access methods and operator classes whose
+ * expressions are trusted; otherwise the caller falls back to SQL).
+ * Anything a DBA adds to the ledger that this cannot honour -- a trigger, a
+ * rule, a CHECK constraint, row security -- sends every write back to the
+ * planned statements, so the DBA's objects act on the API's writes as on
+ * any other.
+ *
+ * Concurrency is the executor's, step by step:
+ * - the INSERT follows ON CONFLICT's speculative insertion: check the
+ *	 unique indexes (waiting for an in-progress inserter of the same key),
+ *	 insert the heap tuple speculatively, insert the index entries, and
+ *	 confirm it, or kill it and check again if another transaction got in
+ *	 between; a conflicting row the transaction's snapshot cannot see is a
+ *	 serialization failure under REPEATABLE READ and SERIALIZABLE.
+ * - the UPDATE reads the row under a new statement's snapshot, locks it as
+ *	 BEFORE UPDATE triggers make the executor lock it (following the chain
+ *	 of newer versions in READ COMMITTED and checking the WHERE clause on
+ *	 the latest one, which is what EvalPlanQual does for this one-table
+ *	 statement; a concurrent update or delete is a serialization failure
+ *	 otherwise), then updates the locked version and, unless the update is
+ *	 HOT, inserts its index entries.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/transam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/pg_trigger.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/bitmapset.h"
+#include "pgstat.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "catalog.h"
+#include "direct.h"
+
+/*
+ * The trigger functions as fired here, one FmgrInfo per trigger, kept while
+ * the catalog's generation stands (the functions cache what they derive
+ * from the trigger's arguments in fn_extra, as they do per statement).
+ */
+#define MAX_LEDGER_TRIGGERS 8
+static MemoryContext trigger_context = NULL;
+static uint64 trigger_generation = 0;
+static int	ntrigger_functions = 0;
+static Oid	trigger_oids[MAX_LEDGER_TRIGGERS];
+static FmgrInfo trigger_functions[MAX_LEDGER_TRIGGERS];
+
+/* The defaults, ready to evaluate, and the domain checks' caches. */
+static ExprState **default_states = NULL;
+static void *amount_domain_cache = NULL;
+static void *currency_domain_cache = NULL;
+
+/* The state of one direct write: the ledger opened as a result relation. */
+typedef struct DirectWrite
+{
+	Relation	ledger;
+	EState	   *estate;
+	ResultRelInfo *result;
+	const PayCatalog *catalog;
+} DirectWrite;
+
+static void
+ForgetFunctions(const PayCatalog *catalog)
+{
+	if (trigger_context == NULL)
+		trigger_context = AllocSetContextCreate(TopMemoryContext,
+												"idempotent_pay direct writes",
+												ALLOCSET_SMALL_SIZES);
+	if (trigger_generation == catalog->generation)
+		return;
+	MemoryContextReset(trigger_context);
+	ntrigger_functions = 0;
+	default_states = NULL;
+	amount_domain_cache = NULL;
+	currency_domain_cache = NULL;
+	trigger_generation = catalog->generation;
+}
+
+static FmgrInfo *
+TriggerFunction(Trigger *trigger)
+{
+	for (int i = 0; i < ntrigger_functions; i++)
+		if (trigger_oids[i] == trigger->tgoid)
+			return &trigger_functions[i];
+	if (ntrigger_functions == MAX_LEDGER_TRIGGERS)
+		elog(ERROR, "pay_ledger has more than %d triggers", MAX_LEDGER_TRIGGERS);
+	fmgr_info_cxt(trigger->tgfoid, &trigger_functions[ntrigger_functions], trigger_context);
+	trigger_oids[ntrigger_functions] = trigger->tgoid;
+	return &trigger_functions[ntrigger_functions++];
+}
+
+/*
+ * Fire the ledger's row triggers of one timing for one event, as the trigger
+ * manager does outside replica mode.  BEFORE: returns the tuple to write,
+ * or NULL when a trigger skipped the write.
+ */
+static HeapTuple
+FireRowTriggers(Relation ledger, TriggerEvent timing, TriggerEvent event,
+				HeapTuple oldtuple, HeapTuple newtuple, Bitmapset *updatedcols)
+{
+	TriggerDesc *triggers = ledger->trigdesc;
+	int			type_timing = timing == TRIGGER_EVENT_BEFORE ? TRIGGER_TYPE_BEFORE : TRIGGER_TYPE_AFTER;
+	int			type_event = event == TRIGGER_EVENT_INSERT ? TRIGGER_TYPE_INSERT : TRIGGER_TYPE_UPDATE;
+
+	for (int i = 0; triggers != NULL && i < triggers->numtriggers; i++)
+	{
+		Trigger    *trigger = &triggers->triggers[i];
+		TriggerData data;
+		LOCAL_FCINFO(fcinfo, 0);
+		PgStat_FunctionCallUsage usage;
+		Datum		result;
+
+		if (!TRIGGER_TYPE_MATCHES(trigger->tgtype, TRIGGER_TYPE_ROW, type_timing, type_event) ||
+			trigger->tgenabled == TRIGGER_FIRES_ON_REPLICA ||
+			trigger->tgenabled == TRIGGER_DISABLED)
+			continue;
+
+		MemSet(&data, 0, sizeof(data));
+		data.type = T_TriggerData;
+		data.tg_event = event | TRIGGER_EVENT_ROW | timing;
+		data.tg_relation = ledger;
+		data.tg_trigtuple = event == TRIGGER_EVENT_INSERT ? newtuple : oldtuple;
+		data.tg_newtuple = event == TRIGGER_EVENT_INSERT ? NULL : newtuple;
+		data.tg_trigger = trigger;
+		data.tg_updatedcols = updatedcols;
+
+		InitFunctionCallInfoData(*fcinfo, TriggerFunction(trigger), 0, InvalidOid,
+								 (Node *) &data, NULL);
+		pgstat_init_function_usage(fcinfo, &usage);
+		result = FunctionCallInvoke(fcinfo);
+		pgstat_end_function_usage(&usage, true);
+		if (fcinfo->isnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+					 errmsg("trigger function %u returned null value",
+							fcinfo->flinfo->fn_oid)));
+		if (timing == TRIGGER_EVENT_BEFORE)
+		{
+			newtuple = (HeapTuple) DatumGetPointer(result);
+			if (newtuple == NULL)
+				return NULL;
+		}
+	}
+	return newtuple;
+}
+
+/*
+ * Whether every index can be maintained here without running anything that
+ * resolves a name: built-in access method and operator families, trusted
+ * expressions and predicate, and no deferred uniqueness (which would need
+ * a recheck queued as the executor queues it).
+ */
+static bool
+IndexesAreTrusted(ResultRelInfo *result)
+{
+	for (int i = 0; i < result->ri_NumIndices; i++)
+	{
+		Relation	index = result->ri_IndexRelationDescs[i];
+		IndexInfo  *info = result->ri_IndexRelationInfo[i];
+
+		if (index->rd_rel->relam >= FirstNormalObjectId || !index->rd_index->indimmediate ||
+			!PayExpressionIsTrusted((Node *) info->ii_Expressions) ||
+			!PayExpressionIsTrusted((Node *) info->ii_Predicate))
+			return false;
+		for (int k = 0; k < IndexRelationGetNumberOfKeyAttributes(index); k++)
+			if (index->rd_opfamily[k] >= FirstNormalObjectId)
+				return false;
+	}
+	return true;
+}
+
+/*
+ * Open the ledger for a direct write, or return false (nothing opened) when
+ * the write must go through SQL: the catalog says no, replica mode (whose
+ * trigger rules ledger.c's statements follow), the owner lacks the
+ * privileges the statement would need, or an index is not trusted.
+ */
+static bool
+BeginDirectWrite(FunctionCallInfo fcinfo, AclMode privileges, bool speculative,
+				 DirectWrite *write)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+
+	if (!catalog->ledger_direct || SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ||
+		pg_class_aclcheck(catalog->ledger, GetUserId(), privileges) != ACLCHECK_OK)
+		return false;
+
+	write->ledger = table_open(catalog->ledger, RowExclusiveLock);
+	/* what the lock brought in: the ledger as it is now */
+	write->catalog = catalog = PayCatalogGetTables(fcinfo);
+	if (!catalog->ledger_direct || RelationGetRelid(write->ledger) != catalog->ledger)
+	{
+		table_close(write->ledger, RowExclusiveLock);
+		return false;
+	}
+	ForgetFunctions(catalog);
+
+	write->estate = CreateExecutorState();
+	write->result = makeNode(ResultRelInfo);
+	InitResultRelInfo(write->result, write->ledger, 0, NULL, 0);
+	ExecOpenIndices(write->result, speculative);
+	if (!IndexesAreTrusted(write->result))
+	{
+		ExecCloseIndices(write->result);
+		FreeExecutorState(write->estate);
+		table_close(write->ledger, RowExclusiveLock);
+		return false;
+	}
+
+	/* a statement's snapshot and command, as SPI takes them */
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	write->estate->es_snapshot = GetActiveSnapshot();
+	write->estate->es_output_cid = GetCurrentCommandId(true);
+	return true;
+}
+
+/* The end of a direct write: later reads of the transaction see it. */
+static void
+EndDirectWrite(DirectWrite *write)
+{
+	PopActiveSnapshot();
+	ExecCloseIndices(write->result);
+	ExecResetTupleTable(write->estate->es_tupleTable, false);
+	FreeExecutorState(write->estate);
+	table_close(write->ledger, NoLock);
+	CommandCounterIncrement();
+}
+
+static void
+RaiseSerializationFailure(const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not serialize access due to concurrent %s", what),
+			 errhint("Another transaction changed this payment meanwhile: retry the whole transaction.")));
+}
+
+/*
+ * The domain check of amount or currency, when its column is of a domain
+ * (catalog.c trusts its checks): what the executor's coercion does.
+ */
+static void
+CheckDomain(DirectWrite *write, LedgerColumn column, Datum value, bool isnull, void **cache)
+{
+	Oid			type = TupleDescAttr(RelationGetDescr(write->ledger),
+									 write->catalog->ledger_attnums[column] - 1)->atttypid;
+
+	if (get_typtype(type) == TYPTYPE_DOMAIN)
+		domain_check(value, isnull, type, cache, trigger_context);
+}
+
+/*
+ * The new payment's row: the four values, every other column its default.
+ */
+static HeapTuple
+FormNewRow(DirectWrite *write, Datum bizno, PayStatus status, bool amount_null,
+		   Datum amount, bool currency_null, Datum currency)
+{
+	TupleDesc	tupdesc = RelationGetDescr(write->ledger);
+	const AttrNumber *col = write->catalog->ledger_attnums;
+	ExprContext *econtext = GetPerTupleExprContext(write->estate);
+	Datum	   *values = palloc(sizeof(Datum) * tupdesc->natts);
+	bool	   *nulls = palloc(sizeof(bool) * tupdesc->natts);
+
+	if (default_states == NULL)
+	{
+		MemoryContext old_context = MemoryContextSwitchTo(trigger_context);
+		ExprState **states = palloc0(sizeof(ExprState *) * tupdesc->natts);
+
+		for (int a = 0; a < tupdesc->natts; a++)
+			if (write->catalog->ledger_defaults[a] != NULL)
+				states[a] = ExecInitExpr(write->catalog->ledger_defaults[a], NULL);
+		MemoryContextSwitchTo(old_context);
+		default_states = states;	/* only once complete */
+	}
+
+	for (int a = 0; a < tupdesc->natts; a++)
+	{
+		nulls[a] = true;
+		values[a] = (Datum) 0;
+		if (default_states[a] != NULL)
+			values[a] = ExecEvalExprSwitchContext(default_states[a], econtext, &nulls[a]);
+	}
+	values[col[LEDGER_BIZNO] - 1] = bizno;
+	nulls[col[LEDGER_BIZNO] - 1] = false;
+	values[col[LEDGER_STATUS] - 1] = PayStatusGetDatum(write->catalog, status);
+	nulls[col[LEDGER_STATUS] - 1] = false;
+	values[col[LEDGER_AMOUNT] - 1] = amount;
+	nulls[col[LEDGER_AMOUNT] - 1] = amount_null;
+	values[col[LEDGER_CURRENCY] - 1] = currency;
+	nulls[col[LEDGER_CURRENCY] - 1] = currency_null;
+	CheckDomain(write, LEDGER_AMOUNT, amount, amount_null, &amount_domain_cache);
+	CheckDomain(write, LEDGER_CURRENCY, currency, currency_null, &currency_domain_cache);
+	return heap_form_tuple(tupdesc, values, nulls);
+}
+
+/*
+ * Under REPEATABLE READ and SERIALIZABLE, a conflicting row the snapshot
+ * cannot see was committed after it began: ON CONFLICT DO NOTHING fails
+ * there rather than do nothing about a row the transaction never saw.
+ */
+static void
+CheckConflictVisible(DirectWrite *write, ItemPointer conflict)
+{
+	TupleTableSlot *slot;
+	bool		isnull;
+	TransactionId xmin;
+
+	if (!IsolationUsesXactSnapshot())
+		return;
+	slot = table_slot_create(write->ledger, &write->estate->es_tupleTable);
+	if (!table_tuple_fetch_row_version(write->ledger, conflict, SnapshotAny, slot))
+		elog(ERROR, "failed to fetch conflicting tuple for ON CONFLICT");
+	if (!table_tuple_satisfies_snapshot(write->ledger, slot, write->estate->es_snapshot))
+	{
+		xmin = DatumGetTransactionId(slot_getsysattr(slot, MinTransactionIdAttributeNumber,
+													 &isnull));
+		if (!TransactionIdIsCurrentTransactionId(xmin))
+			RaiseSerializationFailure("update");
+	}
+	ExecClearTuple(slot);
+}
+
+/*
+ * Insert a new payment as INSERT ... ON CONFLICT DO NOTHING; *inserted is
+ * false when a row with one of its unique keys exists (or a trigger skipped
+ * it).  Returns false, having done nothing, when the write must go through
+ * SQL.
+ */
+bool
+PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
+				bool amount_null, Datum amount, bool currency_null, Datum currency,
+				bool *inserted)
+{
+	DirectWrite write;
+	HeapTuple	tuple;
+	TupleTableSlot *slot;
+
+	if (!BeginDirectWrite(fcinfo, ACL_INSERT, true, &write))
+		return false;
+
+	*inserted = false;
+	tuple = FormNewRow(&write, bizno, status, amount_null, amount, currency_null, currency);
+	tuple = FireRowTriggers(write.ledger, TRIGGER_EVENT_BEFORE, TRIGGER_EVENT_INSERT,
+							NULL, tuple, NULL);
+	if (tuple != NULL)
+	{
+		slot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
+		ExecForceStoreHeapTuple(tuple, slot, false);
+		if (RelationGetDescr(write.ledger)->constr)
+			ExecConstraints(write.result, slot, write.estate);
+
+		for (;;)
+		{
+			ItemPointerData conflict;
+			TransactionId xid;
+			uint32		token;
+			bool		speculative_conflict = false;
+
+			CHECK_FOR_INTERRUPTS();
+			/* waits for an in-progress inserter of the same key */
+			if (!ExecCheckIndexConstraints(write.result, slot, write.estate, &conflict, NIL))
+			{
+				CheckConflictVisible(&write, &conflict);
+				break;
+			}
+			xid = GetCurrentTransactionId();
+			token = SpeculativeInsertionLockAcquire(xid);
+			table_tuple_insert_speculative(write.ledger, slot, write.estate->es_output_cid,
+										   0, NULL, token);
+			ExecInsertIndexTuples(write.result, slot, write.estate, false, true,
+								  &speculative_conflict, NIL);
+			table_tuple_complete_speculative(write.ledger, slot, token, !speculative_conflict);
+			SpeculativeInsertionLockRelease(xid);
+			if (!speculative_conflict)
+			{
+				*inserted = true;
+				break;
+			}
+		}
+		if (*inserted)
+			FireRowTriggers(write.ledger, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_INSERT, NULL,
+							ExecFetchSlotHeapTuple(slot, true, NULL), NULL);
+	}
+	EndDirectWrite(&write);
+	return true;
+}
+
+/* The WHERE clause of the settling UPDATE, on one version of the row. */
+static bool
+SettleApplies(DirectWrite *write, const PaySettleWrite *settle, TupleTableSlot *slot)
+{
+	const AttrNumber *col = write->catalog->ledger_attnums;
+	bool		isnull;
+	Datum		status = slot_getattr(slot, col[LEDGER_STATUS], &isnull);
+
+	if (isnull || DatumGetObjectId(status) != write->catalog->status_labels[PAY_PROCESSING])
+		return false;
+	if (!settle->attempt_null)
+	{
+		Datum		attempt = slot_getattr(slot, col[LEDGER_ATTEMPT], &isnull);
+
+		if (isnull || DatumGetInt32(attempt) != settle->attempt)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Find the row of bizno visible to the statement's snapshot, through the
+ * primary key; false when there is none.
+ */
+static bool
+FetchRow(DirectWrite *write, Datum bizno, TupleTableSlot *slot)
+{
+	Relation	pkey = index_open(write->catalog->ledger_pkey, AccessShareLock);
+	IndexScanDesc scan;
+	ScanKeyData key;
+	bool		found;
+
+	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   pkey->rd_indcollation[0], F_TEXTEQ, bizno);
+	scan = index_beginscan(write->ledger, pkey, write->estate->es_snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+		ExecMaterializeSlot(slot);
+	index_endscan(scan);
+	index_close(pkey, AccessShareLock);
+	return found;
+}
+
+/*
+ * Lock the row version in slot for the UPDATE, as the executor locks it for
+ * BEFORE UPDATE triggers; on return slot holds the locked (latest) version.
+ * false when there is nothing to update: deleted, or no longer matching.
+ */
+static bool
+LockRowForUpdate(DirectWrite *write, const PaySettleWrite *settle, TupleTableSlot *slot,
+				 LockTupleMode mode)
+{
+	ItemPointerData tid = slot->tts_tid;
+	TM_FailureData failure;
+	TM_Result	result;
+
+	result = table_tuple_lock(write->ledger, &tid, write->estate->es_snapshot, slot,
+							  write->estate->es_output_cid, mode, LockWaitBlock,
+							  IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
+							  &failure);
+	switch (result)
+	{
+		case TM_Ok:
+			/* a newer version (READ COMMITTED): the WHERE clause again */
+			return !failure.traversed || SettleApplies(write, settle, slot);
+		case TM_SelfModified:
+			if (failure.cmax != write->estate->es_output_cid)
+				ereport(ERROR,
+						(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+						 errmsg("tuple to be updated was already modified by an operation triggered by the current command")));
+			return false;
+		case TM_Updated:
+			if (IsolationUsesXactSnapshot())
+				RaiseSerializationFailure("update");
+			elog(ERROR, "unexpected table_tuple_lock status: %u", result);
+			break;
+		case TM_Deleted:
+			if (IsolationUsesXactSnapshot())
+				RaiseSerializationFailure("delete");
+			return false;
+		default:
+			elog(ERROR, "unexpected table_tuple_lock status: %u", result);
+	}
+	return false;
+}
+
+/*
+ * Settle a PROCESSING payment as the UPDATE above; *settled is false when
+ * no row matched (or a trigger skipped it).  Returns false, having done
+ * nothing, when the write must go through SQL.
+ */
+bool
+PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *settled)
+{
+	DirectWrite write;
+	const AttrNumber *col;
+	TupleTableSlot *slot;
+	HeapTuple	oldtuple;
+	HeapTuple	newtuple;
+	Bitmapset  *updatedcols = NULL;
+	int			columns[5];
+	Datum		values[5];
+	bool		nulls[5];
+	LockTupleMode mode;
+	TM_FailureData failure;
+	bool		update_indexes;
+
+	if (!BeginDirectWrite(fcinfo, ACL_SELECT | ACL_UPDATE, false, &write))
+		return false;
+
+	*settled = false;
+	col = write.catalog->ledger_attnums;
+	columns[0] = col[LEDGER_STATUS];
+	columns[1] = col[LEDGER_CHANNEL_REF];
+	columns[2] = col[LEDGER_LAST_ERROR];
+	columns[3] = col[LEDGER_NOTE];
+	columns[4] = col[LEDGER_RESPONSE];
+	for (int i = 0; i < 5; i++)
+		updatedcols = bms_add_member(updatedcols, columns[i] - FirstLowInvalidHeapAttributeNumber);
+	mode = bms_overlap(updatedcols, RelationGetIndexAttrBitmap(write.ledger, INDEX_ATTR_BITMAP_KEY)) ?
+		LockTupleExclusive : LockTupleNoKeyExclusive;
+
+	slot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
+	if (FetchRow(&write, settle->bizno, slot) && SettleApplies(&write, settle, slot) &&
+		LockRowForUpdate(&write, settle, slot, mode))
+	{
+		bool		isnull = false;
+
+		oldtuple = ExecFetchSlotHeapTuple(slot, true, NULL);
+		values[0] = PayStatusGetDatum(write.catalog, settle->target);
+		nulls[0] = false;
+		values[1] = settle->channel_ref_null ?
+			heap_getattr(oldtuple, col[LEDGER_CHANNEL_REF], RelationGetDescr(write.ledger), &isnull) :
+			settle->channel_ref;
+		nulls[1] = settle->channel_ref_null && isnull;
+		values[2] = settle->last_error_null ?
+			heap_getattr(oldtuple, col[LEDGER_LAST_ERROR], RelationGetDescr(write.ledger), &isnull) :
+			settle->last_error;
+		nulls[2] = settle->last_error_null && isnull;
+		values[3] = settle->last_error;
+		nulls[3] = settle->last_error_null;
+		values[4] = settle->response;
+		nulls[4] = settle->response_null;
+		newtuple = heap_modify_tuple_by_cols(oldtuple, RelationGetDescr(write.ledger),
+											 5, columns, values, nulls);
+		newtuple = FireRowTriggers(write.ledger, TRIGGER_EVENT_BEFORE, TRIGGER_EVENT_UPDATE,
+								   oldtuple, newtuple, updatedcols);
+		if (newtuple != NULL)
+		{
+			TupleTableSlot *newslot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
+			TM_Result	result;
+
+			ExecForceStoreHeapTuple(newtuple, newslot, false);
+			if (RelationGetDescr(write.ledger)->constr)
+				ExecConstraints(write.result, newslot, write.estate);
+			CheckCmdReplicaIdentity(write.ledger, CMD_UPDATE);
+			result = table_tuple_update(write.ledger, &slot->tts_tid, newslot,
+										write.estate->es_output_cid, write.estate->es_snapshot,
+										InvalidSnapshot, true, &failure, &mode, &update_indexes);
+			if (result != TM_Ok)
+				elog(ERROR, "unexpected table_tuple_update status: %u", result);
+			if (update_indexes)
+				ExecInsertIndexTuples(write.result, newslot, write.estate, true, false, NULL, NIL);
+			FireRowTriggers(write.ledger, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_UPDATE, oldtuple,
+							ExecFetchSlotHeapTuple(newslot, true, NULL), updatedcols);
+			*settled = true;
+		}
+	}
+	EndDirectWrite(&write);
+	return true;
+}
