@@ -41,6 +41,7 @@
 #include "rewrite/rewriteHandler.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -180,81 +181,112 @@ LookupRelation(Oid namespace, const char *name)
 }
 
 /*
- * Whether a function may run where the caller's search_path is in force: a
- * built-in one, or one of this extension's own C functions.  Anything else
- * -- SQL or PL/pgSQL, say -- may resolve names when it runs.
+ * How far an expression may be evaluated by the API's direct writes
+ * (direct.c) -- which run no SQL, and, on the hot path, keep the caller's
+ * search_path:
+ *
+ * PAY_EXPRESSION_PLAIN: nothing in it can look at search_path -- constants,
+ *	  columns, IS [NOT] NULL, AND/OR/NOT, the clock functions and the
+ *	  extension's own C functions.  Everything the extension installs is.
+ * PAY_EXPRESSION_BUILT_IN: it calls only built-in functions (and ours), but
+ *	  one may resolve a name at run time (a cast to regclass, nextval of a
+ *	  name, current_schema): direct writes evaluate it with search_path
+ *	  pinned, as the SQL statement would.
+ * PAY_EXPRESSION_FOREIGN: it calls an SQL or procedural function, or runs a
+ *	  subquery or a domain's checks: only the executor evaluates it.
  */
-static bool
-FunctionIsUntrusted(Oid function, void *context)
+static PayExpressionKind
+FunctionKind(Oid function)
 {
 	HeapTuple	tuple;
 	Form_pg_proc proc;
 	bool		ours;
 
+	if (function == F_NOW || function == F_STATEMENT_TIMESTAMP ||
+		function == F_CLOCK_TIMESTAMP || function == F_TRANSACTION_TIMESTAMP)
+		return PAY_EXPRESSION_PLAIN;
 	if (function < FirstNormalObjectId)
-		return false;
+		return PAY_EXPRESSION_BUILT_IN;
 	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(function));
 	if (!HeapTupleIsValid(tuple))
-		return true;
+		return PAY_EXPRESSION_FOREIGN;
 	proc = (Form_pg_proc) GETSTRUCT(tuple);
 	ours = proc->pronamespace == catalog.namespace && proc->prolang == ClanguageId;
 	ReleaseSysCache(tuple);
-	return !ours;
+	return ours ? PAY_EXPRESSION_PLAIN : PAY_EXPRESSION_FOREIGN;
 }
 
 static bool
-ExpressionIsUntrusted(Node *node, void *context)
+NoteFunctionKind(Oid function, void *context)
 {
+	PayExpressionKind *kind = (PayExpressionKind *) context;
+
+	*kind = Max(*kind, FunctionKind(function));
+	return *kind == PAY_EXPRESSION_FOREIGN;
+}
+
+static bool
+NoteExpressionKind(Node *node, void *context)
+{
+	PayExpressionKind *kind = (PayExpressionKind *) context;
+
 	if (node == NULL)
 		return false;
 	/* a domain's checks, or a subquery, are more than a function call */
 	if (IsA(node, CoerceToDomain) || IsA(node, SubLink) || IsA(node, SubPlan) ||
 		IsA(node, NextValueExpr))
+	{
+		*kind = PAY_EXPRESSION_FOREIGN;
 		return true;
-	if (check_functions_in_node(node, FunctionIsUntrusted, context))
+	}
+	if (!IsA(node, Const) && !IsA(node, Var) && !IsA(node, NullTest) &&
+		!IsA(node, BoolExpr) && !IsA(node, RelabelType) && !IsA(node, CoerceToDomainValue) &&
+		!IsA(node, FuncExpr) && !IsA(node, List))
+		*kind = Max(*kind, PAY_EXPRESSION_BUILT_IN);	/* operators, casts, ... */
+	if (check_functions_in_node(node, NoteFunctionKind, context))
 		return true;
-	return expression_tree_walker(node, ExpressionIsUntrusted, context);
+	return expression_tree_walker(node, NoteExpressionKind, context);
 }
 
-/*
- * Whether evaluating expr calls only built-in functions and the extension's
- * own C functions, so that it does the same whatever the caller's
- * search_path: what the API's direct writes (direct.c) may evaluate.
- */
-bool
-PayExpressionIsTrusted(Node *expr)
+PayExpressionKind
+PayExpressionKindOf(Node *expr)
 {
-	return !ExpressionIsUntrusted(expr, NULL);
+	PayExpressionKind kind = PAY_EXPRESSION_PLAIN;
+
+	(void) NoteExpressionKind(expr, &kind);
+	return kind;
 }
 
 /*
- * Whether every CHECK constraint of a domain is trusted; NOT NULL is part
- * of the type.  A domain over a domain is not looked into: false.
+ * The kind of a domain's CHECK constraints taken together (NOT NULL is part
+ * of the type); a domain with a typmod, or over another domain, is not
+ * looked into: foreign.
  */
-static bool
-DomainIsTrusted(Oid domain)
+static PayExpressionKind
+DomainKind(Oid domain)
 {
 	Relation	constraints;
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
-	bool		trusted;
+	PayExpressionKind kind = PAY_EXPRESSION_PLAIN;
+	bool		simple;
 
 	tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(domain));
 	if (!HeapTupleIsValid(tuple))
-		return false;
-	trusted = ((Form_pg_type) GETSTRUCT(tuple))->typtype == TYPTYPE_DOMAIN &&
+		return PAY_EXPRESSION_FOREIGN;
+	simple = ((Form_pg_type) GETSTRUCT(tuple))->typtype == TYPTYPE_DOMAIN &&
 		((Form_pg_type) GETSTRUCT(tuple))->typtypmod == -1 &&
 		get_typtype(((Form_pg_type) GETSTRUCT(tuple))->typbasetype) != TYPTYPE_DOMAIN;
 	ReleaseSysCache(tuple);
-	if (!trusted)
-		return false;
+	if (!simple)
+		return PAY_EXPRESSION_FOREIGN;
 
 	constraints = table_open(ConstraintRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_constraint_contypid, BTEqualStrategyNumber, F_OIDEQ,
 				ObjectIdGetDatum(domain));
 	scan = systable_beginscan(constraints, ConstraintTypidIndexId, true, NULL, 1, &key);
-	while (trusted && HeapTupleIsValid(tuple = systable_getnext(scan)))
+	while (kind != PAY_EXPRESSION_FOREIGN && HeapTupleIsValid(tuple = systable_getnext(scan)))
 	{
 		Form_pg_constraint constraint = (Form_pg_constraint) GETSTRUCT(tuple);
 		bool		isnull;
@@ -264,11 +296,12 @@ DomainIsTrusted(Oid domain)
 			continue;
 		bin = heap_getattr(tuple, Anum_pg_constraint_conbin, RelationGetDescr(constraints),
 						   &isnull);
-		trusted = !isnull && PayExpressionIsTrusted(stringToNode(TextDatumGetCString(bin)));
+		kind = isnull ? PAY_EXPRESSION_FOREIGN :
+			Max(kind, PayExpressionKindOf(stringToNode(TextDatumGetCString(bin))));
 	}
 	systable_endscan(scan);
 	table_close(constraints, AccessShareLock);
-	return trusted;
+	return kind;
 }
 
 /*
@@ -353,9 +386,9 @@ LookupLedgerKey(Relation ledger)
  * column is one the trigger fills (no default to compute) and of exactly the
  * type it is filled with (no domain, no typmod to check), no generated
  * column, no INSERT trigger or rule, no row security, not partitioned and
- * no partition, and no CHECK constraint calling a function other than a
- * built-in one or the extension's.  NOT NULL and CHECK constraints and the
- * indexes are applied by journal.c itself.
+ * no partition, and no CHECK constraint that could look at search_path
+ * (PAY_EXPRESSION_PLAIN).  NOT NULL and CHECK constraints and the indexes
+ * are applied by journal.c itself.
  */
 static bool
 JournalAllowsDirectInsert(Relation journal)
@@ -381,7 +414,8 @@ JournalAllowsDirectInsert(Relation journal)
 
 	/* the CHECK constraints are evaluated where the caller's path is in force */
 	for (int i = 0; tupdesc->constr && i < tupdesc->constr->num_check; i++)
-		if (!PayExpressionIsTrusted(stringToNode(tupdesc->constr->check[i].ccbin)))
+		if (PayExpressionKindOf(stringToNode(tupdesc->constr->check[i].ccbin)) !=
+			PAY_EXPRESSION_PLAIN)
 			return false;
 
 	return columns == JOURNAL_COLUMNS &&
@@ -398,59 +432,66 @@ JournalAllowsDirectInsert(Relation journal)
 					   triggers->trig_insert_new_table));
 }
 
-/* A column of the ledger the direct writes set holds exactly what they write. */
-static bool
-LedgerColumnTakesDirectly(Relation ledger, LedgerColumn column, bool domain_allowed)
+/*
+ * A column the direct writes set: of exactly the type they write, or for
+ * amount and currency a domain of its own, whose checks direct.c runs.
+ */
+static PayExpressionKind
+LedgerColumnKind(Relation ledger, LedgerColumn column)
 {
 	Form_pg_attribute attr;
 	Oid			expected = OidIsValid(ledger_columns[column].type) ?
 	ledger_columns[column].type : catalog.status_type;
 
 	if (catalog.ledger_attnums[column] == InvalidAttrNumber)
-		return false;
+		return PAY_EXPRESSION_FOREIGN;
 	attr = TupleDescAttr(RelationGetDescr(ledger), catalog.ledger_attnums[column] - 1);
 	if (attr->atttypmod != -1)
-		return false;
+		return PAY_EXPRESSION_FOREIGN;
 	if (attr->atttypid == expected)
-		return true;
-	return domain_allowed && DomainIsTrusted(attr->atttypid);
+		return PAY_EXPRESSION_PLAIN;
+	if (column == LEDGER_AMOUNT || column == LEDGER_CURRENCY)
+		return DomainKind(attr->atttypid);
+	return PAY_EXPRESSION_FOREIGN;
 }
 
 /*
  * Whether the API may write ledger rows itself, through the heap and index
- * access methods (direct.c), and whether it can do so without running
- * anything that resolves a name: the ledger of 1.2, not partitioned, no
- * rule, no row security, no generated or identity column, no CHECK
- * constraint on the table; the columns the API writes of exactly their
- * types (amount and currency may be domains whose checks are trusted);
- * defaults trusted (kept in catalog.ledger_defaults); and no trigger but
- * the extension's own, each an unconditional row trigger as installed.
- * The indexes are checked by direct.c on the ones it opens.
+ * access methods (direct.c), and what it then evaluates: not at all
+ * (PAY_EXPRESSION_FOREIGN) unless the ledger is of 1.2, not partitioned,
+ * with no rule, no row security, no generated or identity column, no CHECK
+ * constraint on the table, no trigger but the extension's own (each an
+ * unconditional row trigger, as installed), the columns the API writes of
+ * exactly their types (amount and currency may be domains), every other
+ * column of a base type (no domain default or check to apply), and
+ * defaults and domain checks that call no SQL or procedural function; the
+ * defaults are kept in catalog.ledger_defaults.  direct.c checks the
+ * indexes it opens alike.
  */
-static bool
-LedgerAllowsDirectWrites(Relation ledger)
+static PayExpressionKind
+LedgerDirectWriteKind(Relation ledger)
 {
 	TupleDesc	tupdesc = RelationGetDescr(ledger);
 	TriggerDesc *triggers = ledger->trigdesc;
 	MemoryContext old_context;
+	PayExpressionKind kind = PAY_EXPRESSION_PLAIN;
+	static const LedgerColumn written[] = {
+		LEDGER_BIZNO, LEDGER_STATUS, LEDGER_AMOUNT, LEDGER_CURRENCY, LEDGER_CHANNEL_REF,
+		LEDGER_LAST_ERROR, LEDGER_NOTE, LEDGER_RESPONSE
+	};
 
 	if (ledger->rd_rel->relkind != RELKIND_RELATION || ledger->rd_rel->relispartition ||
 		ledger->rd_rel->relhasrules || ledger->rd_rel->relrowsecurity ||
 		(tupdesc->constr && (tupdesc->constr->num_check > 0 ||
-							 tupdesc->constr->has_generated_stored)))
-		return false;
-
-	if (!LedgerColumnTakesDirectly(ledger, LEDGER_BIZNO, false) ||
-		!LedgerColumnTakesDirectly(ledger, LEDGER_STATUS, false) ||
-		!LedgerColumnTakesDirectly(ledger, LEDGER_AMOUNT, true) ||
-		!LedgerColumnTakesDirectly(ledger, LEDGER_CURRENCY, true) ||
-		!LedgerColumnTakesDirectly(ledger, LEDGER_CHANNEL_REF, false) ||
-		!LedgerColumnTakesDirectly(ledger, LEDGER_LAST_ERROR, false) ||
-		!LedgerColumnTakesDirectly(ledger, LEDGER_NOTE, false) ||
-		!LedgerColumnTakesDirectly(ledger, LEDGER_RESPONSE, false) ||
+							 tupdesc->constr->has_generated_stored)) ||
 		catalog.ledger_attnums[LEDGER_PARENT] == InvalidAttrNumber ||
 		catalog.ledger_attnums[LEDGER_REFUND_KEY] == InvalidAttrNumber)
-		return false;
+		return PAY_EXPRESSION_FOREIGN;
+
+	for (int i = 0; i < (int) lengthof(written); i++)
+		kind = Max(kind, LedgerColumnKind(ledger, written[i]));
+	if (kind == PAY_EXPRESSION_FOREIGN)
+		return kind;
 
 	for (int i = 0; triggers && i < triggers->numtriggers; i++)
 	{
@@ -462,7 +503,7 @@ LedgerAllowsDirectWrites(Relation ledger)
 			trigger->tgqual != NULL || trigger->tgnattr != 0 ||
 			trigger->tgoldtable != NULL || trigger->tgnewtable != NULL ||
 			OidIsValid(trigger->tgconstraint))
-			return false;
+			return PAY_EXPRESSION_FOREIGN;
 	}
 	if (triggers && (triggers->trig_insert_before_statement ||
 					 triggers->trig_insert_after_statement ||
@@ -470,7 +511,7 @@ LedgerAllowsDirectWrites(Relation ledger)
 					 triggers->trig_update_after_statement ||
 					 triggers->trig_insert_instead_row ||
 					 triggers->trig_update_instead_row))
-		return false;
+		return PAY_EXPRESSION_FOREIGN;
 
 	old_context = MemoryContextSwitchTo(tables_context);
 	catalog.ledger_defaults = palloc0(sizeof(Expr *) * tupdesc->natts);
@@ -483,19 +524,24 @@ LedgerAllowsDirectWrites(Relation ledger)
 		if (attr->attisdropped)
 			continue;
 		if (attr->attidentity || attr->attgenerated)
-			return false;
+			return PAY_EXPRESSION_FOREIGN;
+		if (attr->attnum != catalog.ledger_attnums[LEDGER_AMOUNT] &&
+			attr->attnum != catalog.ledger_attnums[LEDGER_CURRENCY] &&
+			get_typtype(attr->atttypid) == TYPTYPE_DOMAIN)
+			return PAY_EXPRESSION_FOREIGN;
 		if (!attr->atthasdef)
 			continue;
 		expr = build_column_default(ledger, attr->attnum);
 		if (expr == NULL)
 			continue;
-		if (!PayExpressionIsTrusted(expr))
-			return false;
+		kind = Max(kind, PayExpressionKindOf(expr));
+		if (kind == PAY_EXPRESSION_FOREIGN)
+			return kind;
 		old_context = MemoryContextSwitchTo(tables_context);
 		catalog.ledger_defaults[a] = expression_planner(copyObject((Expr *) expr));
 		MemoryContextSwitchTo(old_context);
 	}
-	return true;
+	return kind;
 }
 
 static Oid
@@ -541,6 +587,7 @@ LookupTables(void)
 {
 	Relation	ledger;
 	Relation	journal;
+	PayExpressionKind kind;
 
 	if (tables_context == NULL)
 		tables_context = AllocSetContextCreate(CacheMemoryContext, "idempotent_pay tables",
@@ -548,6 +595,7 @@ LookupTables(void)
 	MemoryContextReset(tables_context);
 	catalog.ledger_defaults = NULL;
 	catalog.ledger_direct = false;
+	catalog.ledger_direct_plain = false;
 
 	catalog.guard_function = LookupTriggerFunction(catalog.namespace, "pay_guard");
 	catalog.bookkeeping_function = LookupTriggerFunction(catalog.namespace,
@@ -557,7 +605,9 @@ LookupTables(void)
 	ledger = table_open(catalog.ledger, AccessShareLock);
 	LookupColumns(ledger, ledger_columns, LEDGER_COLUMNS, catalog.ledger_attnums);
 	catalog.ledger_pkey = LookupLedgerKey(ledger);
-	catalog.ledger_direct = LedgerAllowsDirectWrites(ledger);
+	kind = LedgerDirectWriteKind(ledger);
+	catalog.ledger_direct = kind != PAY_EXPRESSION_FOREIGN;
+	catalog.ledger_direct_plain = kind == PAY_EXPRESSION_PLAIN;
 	table_close(ledger, NoLock);
 
 	catalog.journal = LookupRelation(catalog.namespace, "pay_journal");
@@ -616,6 +666,24 @@ PayCatalogGetTables(FunctionCallInfo fcinfo)
 		tables_valid = invalidations == before;
 	}
 	return &catalog;
+}
+
+/*
+ * Pin search_path to the extension's schema and pg_temp until
+ * AtEOXact_GUC(true, the level returned) -- or the abort of an error --
+ * restores the caller's: what the API runs as SQL, and whatever that fires
+ * (a DBA's trigger or default on the ledger, run as the extension owner),
+ * never resolves a name on the caller's path; nor does what a direct write
+ * evaluates when it is not PAY_EXPRESSION_PLAIN.
+ */
+int
+PayPinSearchPath(const PayCatalog *catalog)
+{
+	int			nest_level = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", psprintf("%s, pg_temp", catalog->schema),
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nest_level;
 }
 
 /*

@@ -56,6 +56,14 @@ typedef enum JournalColumn
 	JOURNAL_COLUMNS
 } JournalColumn;
 
+/* What evaluating an expression may do; catalog.c, PayExpressionKindOf. */
+typedef enum PayExpressionKind
+{
+	PAY_EXPRESSION_PLAIN,		/* cannot depend on search_path */
+	PAY_EXPRESSION_BUILT_IN,	/* built-in functions only; may look names up */
+	PAY_EXPRESSION_FOREIGN		/* calls an SQL or procedural function */
+} PayExpressionKind;
+
 typedef struct PayCatalog
 {
 	/* bumped whenever anything below is looked up again */
@@ -85,6 +93,8 @@ typedef struct PayCatalog
 	Oid			journal_function;
 	/* may the API write ledger rows through the access methods? (direct.c) */
 	bool		ledger_direct;
+	/* and without pinning search_path for what they evaluate? */
+	bool		ledger_direct_plain;
 	/* what an INSERT fills in for the columns it does not name, by attnum-1 */
 	Expr	  **ledger_defaults;
 } PayCatalog;
@@ -92,7 +102,8 @@ typedef struct PayCatalog
 extern const PayCatalog *PayCatalogGet(FunctionCallInfo fcinfo);
 extern const PayCatalog *PayCatalogGetTables(FunctionCallInfo fcinfo);
 extern PayStatus PayStatusFromLabel(const PayCatalog *catalog, Oid label);
-extern bool PayExpressionIsTrusted(Node *expr);
+extern PayExpressionKind PayExpressionKindOf(Node *expr);
+extern int	PayPinSearchPath(const PayCatalog *catalog);
 
 #define PayStatusGetDatum(catalog, status) \
 	ObjectIdGetDatum((catalog)->status_labels[(status)])

@@ -19,20 +19,24 @@
  *	  would run them, without planning, starting and ending a statement per
  *	  call (ledger.c keeps those statements for every other case).
  *
- * Only when nothing the executor would do is left undone, and nothing that
- * runs resolves a name (catalog.c, LedgerAllowsDirectWrites): the triggers
- * are the extension's own and are fired here as the trigger manager fires
- * them -- BEFORE row triggers in name order, each seeing the tuple the one
- * before returned, a NULL skipping the write, then the AFTER row trigger
- * (the journal) once the row is in; defaults are computed, domain checks,
- * NOT NULL constraints and publications' replica identity enforced, and
- * every index maintained, its predicates and expressions evaluated (only
- * indexes of built-in access methods and operator classes whose
- * expressions are trusted; otherwise the caller falls back to SQL).
- * Anything a DBA adds to the ledger that this cannot honour -- a trigger, a
- * rule, a CHECK constraint, row security -- sends every write back to the
- * planned statements, so the DBA's objects act on the API's writes as on
- * any other.
+ * Only when nothing the executor would do is left undone, and nothing a DBA
+ * wrote in SQL or a procedural language would run (catalog.c,
+ * LedgerDirectWriteKind; PayIndexesKind here): the triggers are the
+ * extension's own and are fired here as the trigger manager fires them --
+ * BEFORE row triggers in name order, each seeing the tuple the one before
+ * returned, a NULL skipping the write, then the AFTER row trigger (the
+ * journal) once the row is in; defaults are computed, domain checks, NOT
+ * NULL constraints and publications' replica identity enforced, and every
+ * index maintained, its predicates and expressions evaluated.  As
+ * installed, nothing evaluated can look at search_path, which stays the
+ * caller's (the functions have no SET clause: that is most of what this
+ * saves); once a DBA adds a default, domain check or index expression that
+ * could (a cast to regclass, say), search_path is pinned for the write as
+ * for SQL.  Anything a DBA adds that this cannot honour -- a trigger, a
+ * rule, a CHECK constraint, row security, a function of the DBA's in a
+ * default, domain check or index -- sends every write back to the planned
+ * statements, so the DBA's objects act on the API's writes as on any
+ * other.
  *
  * Concurrency is the executor's, step by step:
  * - the INSERT follows ON CONFLICT's speculative insertion: check the
@@ -71,6 +75,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -103,6 +108,7 @@ typedef struct DirectWrite
 	EState	   *estate;
 	ResultRelInfo *result;
 	const PayCatalog *catalog;
+	int			search_path_level;	/* PayPinSearchPath's, or -1 */
 } DirectWrite;
 
 static void
@@ -191,52 +197,60 @@ FireRowTriggers(Relation ledger, TriggerEvent timing, TriggerEvent event,
 }
 
 /*
- * Whether every index can be maintained here without running anything that
- * resolves a name: built-in access method and operator families, trusted
- * expressions and predicate, and no deferred uniqueness (which would need
- * a recheck queued as the executor queues it).
+ * What maintaining the indexes evaluates (catalog.c, PayExpressionKindOf):
+ * their expressions and predicates; an index of an access method or
+ * operator family that is not built-in, or with deferred uniqueness (a
+ * recheck the executor would queue), counts as foreign.
  */
-static bool
-IndexesAreTrusted(ResultRelInfo *result)
+PayExpressionKind
+PayIndexesKind(ResultRelInfo *result)
 {
+	PayExpressionKind kind = PAY_EXPRESSION_PLAIN;
+
 	for (int i = 0; i < result->ri_NumIndices; i++)
 	{
 		Relation	index = result->ri_IndexRelationDescs[i];
 		IndexInfo  *info = result->ri_IndexRelationInfo[i];
 
-		if (index->rd_rel->relam >= FirstNormalObjectId || !index->rd_index->indimmediate ||
-			!PayExpressionIsTrusted((Node *) info->ii_Expressions) ||
-			!PayExpressionIsTrusted((Node *) info->ii_Predicate))
-			return false;
+		if (index->rd_rel->relam >= FirstNormalObjectId || !index->rd_index->indimmediate)
+			return PAY_EXPRESSION_FOREIGN;
 		for (int k = 0; k < IndexRelationGetNumberOfKeyAttributes(index); k++)
 			if (index->rd_opfamily[k] >= FirstNormalObjectId)
-				return false;
+				return PAY_EXPRESSION_FOREIGN;
+		kind = Max(kind, PayExpressionKindOf((Node *) info->ii_Expressions));
+		kind = Max(kind, PayExpressionKindOf((Node *) info->ii_Predicate));
+		if (kind == PAY_EXPRESSION_FOREIGN)
+			return kind;
 	}
-	return true;
+	return kind;
 }
 
 /*
  * Open the ledger for a direct write, or return false (nothing opened) when
  * the write must go through SQL: the catalog says no, replica mode (whose
  * trigger rules ledger.c's statements follow), the owner lacks the
- * privileges the statement would need, or an index is not trusted.
+ * privileges the statement would need, or an index is foreign.  When
+ * anything the write evaluates could look a name up, search_path is pinned
+ * as for SQL until EndDirectWrite.
  */
 static bool
 BeginDirectWrite(FunctionCallInfo fcinfo, AclMode privileges, bool speculative,
 				 DirectWrite *write)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	PayExpressionKind indexes;
 
-	if (!catalog->ledger_direct || SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ||
-		pg_class_aclcheck(catalog->ledger, GetUserId(), privileges) != ACLCHECK_OK)
+	if (!catalog->ledger_direct || SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
 		return false;
 
+	/* the lock the statement would take, kept to the end of the transaction */
 	write->ledger = table_open(catalog->ledger, RowExclusiveLock);
 	/* what the lock brought in: the ledger as it is now */
 	write->catalog = catalog = PayCatalogGetTables(fcinfo);
-	if (!catalog->ledger_direct || RelationGetRelid(write->ledger) != catalog->ledger)
+	if (!catalog->ledger_direct || RelationGetRelid(write->ledger) != catalog->ledger ||
+		pg_class_aclcheck(catalog->ledger, GetUserId(), privileges) != ACLCHECK_OK)
 	{
-		table_close(write->ledger, RowExclusiveLock);
+		table_close(write->ledger, NoLock);
 		return false;
 	}
 	ForgetFunctions(catalog);
@@ -245,13 +259,18 @@ BeginDirectWrite(FunctionCallInfo fcinfo, AclMode privileges, bool speculative,
 	write->result = makeNode(ResultRelInfo);
 	InitResultRelInfo(write->result, write->ledger, 0, NULL, 0);
 	ExecOpenIndices(write->result, speculative);
-	if (!IndexesAreTrusted(write->result))
+	indexes = PayIndexesKind(write->result);
+	if (indexes == PAY_EXPRESSION_FOREIGN)
 	{
 		ExecCloseIndices(write->result);
 		FreeExecutorState(write->estate);
-		table_close(write->ledger, RowExclusiveLock);
+		table_close(write->ledger, NoLock);
 		return false;
 	}
+	/* a DBA's default, domain check or index may look a name up */
+	write->search_path_level = -1;
+	if (!catalog->ledger_direct_plain || indexes != PAY_EXPRESSION_PLAIN)
+		write->search_path_level = PayPinSearchPath(catalog);
 
 	/* a statement's snapshot and command, as SPI takes them */
 	CommandCounterIncrement();
@@ -270,6 +289,8 @@ EndDirectWrite(DirectWrite *write)
 	ExecResetTupleTable(write->estate->es_tupleTable, false);
 	FreeExecutorState(write->estate);
 	table_close(write->ledger, NoLock);
+	if (write->search_path_level >= 0)
+		AtEOXact_GUC(true, write->search_path_level);
 	CommandCounterIncrement();
 }
 

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "nodes/execnodes.h"
 
 #include "catalog.h"
 
@@ -30,6 +31,7 @@ typedef struct PaySettleWrite
 	bool		response_null;
 } PaySettleWrite;
 
+extern PayExpressionKind PayIndexesKind(ResultRelInfo *result);
 extern bool PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 							bool amount_null, Datum amount,
 							bool currency_null, Datum currency, bool *inserted);

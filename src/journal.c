@@ -26,7 +26,8 @@
  * the types it fills them with, and nothing else an INSERT would run
  * (catalog.c decides: no defaults to compute, no domain or typmod to check,
  * no INSERT trigger or rule, no generated column, no row security, no
- * partitioning), a row goes straight into its heap and indexes with its
+ * partitioning, no CHECK constraint or index that could look a name up), a
+ * row goes straight into its heap and indexes with its
  * NOT NULL and CHECK constraints checked, as logical replication's apply
  * does, without planning a statement per row.  Otherwise -- a DBA added a
  * column or a trigger -- it is inserted by an SQL statement, as the
@@ -68,6 +69,7 @@
 
 #include "bizno.h"
 #include "catalog.h"
+#include "direct.h"
 #include "guard.h"
 #include "idempotent_pay.h"
 #include "journal.h"
@@ -298,7 +300,7 @@ ActorName(void)
  * Append one row to the journal, already opened and locked: heap, then
  * every index.  values and nulls are indexed by JournalColumn.
  */
-static void
+static bool
 InsertJournalRowDirectly(const PayCatalog *catalog, Relation journal,
 						 const Datum *values, const bool *nulls)
 {
@@ -309,6 +311,14 @@ InsertJournalRowDirectly(const PayCatalog *catalog, Relation journal,
 
 	InitResultRelInfo(result_rel, journal, 0, NULL, 0);
 	ExecOpenIndices(result_rel, false);
+	/* an index of the DBA's that could look a name up: the INSERT does it */
+	if (PayIndexesKind(result_rel) != PAY_EXPRESSION_PLAIN)
+	{
+		ExecCloseIndices(result_rel);
+		ExecResetTupleTable(estate->es_tupleTable, false);
+		FreeExecutorState(estate);
+		return false;
+	}
 
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, sizeof(bool) * tupdesc->natts);
@@ -327,6 +337,7 @@ InsertJournalRowDirectly(const PayCatalog *catalog, Relation journal,
 	ExecCloseIndices(result_rel);
 	ExecResetTupleTable(estate->es_tupleTable, false);
 	FreeExecutorState(estate);
+	return true;
 }
 
 /*
@@ -477,9 +488,8 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 		nulls[JOURNAL_NOTE] = false;
 	}
 
-	if (catalog->journal_direct)
-		InsertJournalRowDirectly(catalog, journal, values, nulls);
-	else
+	if (!catalog->journal_direct ||
+		!InsertJournalRowDirectly(catalog, journal, values, nulls))
 		InsertJournalRowBySql(catalog, journal, values, nulls);
 	table_close(journal, NoLock);
 

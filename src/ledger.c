@@ -7,7 +7,7 @@
  *
  * Every function runs as the extension owner (SECURITY DEFINER) through
  * saved plans whose every name is schema-qualified, each run with
- * search_path pinned to the extension's schema and pg_temp (PinSearchPath),
+ * search_path pinned to the extension's schema and pg_temp (PayPinSearchPath),
  * as a function's SET clause would pin it.  A new payment's INSERT and the
  * settling UPDATE go straight through the access methods when nothing the
  * executor would do is left undone (direct.c); they run no SQL and resolve
@@ -271,29 +271,12 @@ RethrowForCaller(MemoryContext context)
 	ReThrowError(error);
 }
 
-/*
- * Pin search_path to the extension's schema and pg_temp until
- * AtEOXact_GUC(true, the level returned) -- or the abort of an error --
- * restores the caller's: what runs as SQL here, and whatever it fires (a
- * DBA's trigger or default on the ledger, run as the extension owner),
- * never resolves a name on the caller's path.
- */
-static int
-PinSearchPath(const PayCatalog *catalog)
-{
-	int			nest_level = NewGUCNestLevel();
-
-	(void) set_config_option("search_path", psprintf("%s, pg_temp", catalog->schema),
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	return nest_level;
-}
-
 /* Run a saved plan; nulls as SPI wants them ('n' or ' '). */
 static uint64
 RunPlan(const PayCatalog *catalog, LedgerPlan plan, Datum *values, const char *nulls)
 {
 	MemoryContext context = CurrentMemoryContext;
-	int			nest_level = PinSearchPath(catalog);
+	int			nest_level = PayPinSearchPath(catalog);
 	int			ret = 0;
 
 	PG_TRY();
