@@ -459,7 +459,7 @@ LedgerColumnKind(Relation ledger, LedgerColumn column)
  * Whether the API may write ledger rows itself, through the heap and index
  * access methods (direct.c), and what it then evaluates: not at all
  * (PAY_EXPRESSION_FOREIGN) unless the ledger is of 1.2, not partitioned,
- * with no rule, no row security, no generated or identity column, no CHECK
+ * without inheritance children (an UPDATE would reach them), with no rule, no row security, no generated or identity column, no CHECK
  * constraint on the table, no trigger but the extension's own (each an
  * unconditional row trigger, as installed), the columns the API writes of
  * exactly their types (amount and currency may be domains), every other
@@ -481,6 +481,7 @@ LedgerDirectWriteKind(Relation ledger)
 	};
 
 	if (ledger->rd_rel->relkind != RELKIND_RELATION || ledger->rd_rel->relispartition ||
+		ledger->rd_rel->relhassubclass ||
 		ledger->rd_rel->relhasrules || ledger->rd_rel->relrowsecurity ||
 		(tupdesc->constr && (tupdesc->constr->num_check > 0 ||
 							 tupdesc->constr->has_generated_stored)) ||
@@ -616,6 +617,12 @@ LookupTables(void)
 	LookupColumns(journal, journal_columns, JOURNAL_COLUMNS, catalog.journal_attnums);
 	catalog.journal_direct = JournalAllowsDirectInsert(journal);
 	table_close(journal, NoLock);
+	/*
+	 * A journal row inserted by SQL may fire a DBA's trigger on the journal,
+	 * which would see pg_trigger_depth() one lower under a direct write of
+	 * the ledger (the trigger manager's depth is its own): SQL for both.
+	 */
+	catalog.ledger_direct = catalog.ledger_direct && catalog.journal_direct;
 }
 
 /*

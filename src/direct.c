@@ -39,11 +39,11 @@
  * other.
  *
  * Concurrency is the executor's, step by step:
- * - the INSERT follows ON CONFLICT's speculative insertion: check the
- *	 unique indexes (waiting for an in-progress inserter of the same key),
- *	 insert the heap tuple speculatively, insert the index entries, and
- *	 confirm it, or kill it and check again if another transaction got in
- *	 between; a conflicting row the transaction's snapshot cannot see is a
+ * - the INSERT follows ON CONFLICT's speculative insertion: insert the
+ *	 heap tuple speculatively, insert the index entries, and confirm it, or
+ *	 kill it on a conflict and check the unique indexes (waiting for an
+ *	 in-progress inserter of the same key) before trying again; a
+ *	 conflicting row the transaction's snapshot cannot see is a
  *	 serialization failure under REPEATABLE READ and SERIALIZABLE.
  * - the UPDATE reads the row under a new statement's snapshot, locks it as
  *	 BEFORE UPDATE triggers make the executor lock it (following the chain
@@ -65,6 +65,7 @@
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
@@ -234,13 +235,15 @@ PayIndexesKind(ResultRelInfo *result)
  * as for SQL until EndDirectWrite.
  */
 static bool
-BeginDirectWrite(FunctionCallInfo fcinfo, AclMode privileges, bool speculative,
-				 DirectWrite *write)
+BeginDirectWrite(FunctionCallInfo fcinfo, CmdType operation, DirectWrite *write)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	AclMode		privileges = operation == CMD_INSERT ? ACL_INSERT : ACL_SELECT | ACL_UPDATE;
 	PayExpressionKind indexes;
 
-	if (!catalog->ledger_direct || SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
+	/* a read-only transaction or a standby: the executor's refusal (25006) */
+	if (!catalog->ledger_direct || SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ||
+		XactReadOnly || IsInParallelMode())
 		return false;
 
 	/* the lock the statement would take, kept to the end of the transaction */
@@ -254,11 +257,13 @@ BeginDirectWrite(FunctionCallInfo fcinfo, AclMode privileges, bool speculative,
 		return false;
 	}
 	ForgetFunctions(catalog);
+	/* as the executor checks a result relation before it reads a row */
+	CheckCmdReplicaIdentity(write->ledger, operation);
 
 	write->estate = CreateExecutorState();
 	write->result = makeNode(ResultRelInfo);
 	InitResultRelInfo(write->result, write->ledger, 0, NULL, 0);
-	ExecOpenIndices(write->result, speculative);
+	ExecOpenIndices(write->result, operation == CMD_INSERT);
 	indexes = PayIndexesKind(write->result);
 	if (indexes == PAY_EXPRESSION_FOREIGN)
 	{
@@ -403,8 +408,9 @@ PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 	DirectWrite write;
 	HeapTuple	tuple;
 	TupleTableSlot *slot;
+	bool		after_conflict = false;
 
-	if (!BeginDirectWrite(fcinfo, ACL_INSERT, true, &write))
+	if (!BeginDirectWrite(fcinfo, CMD_INSERT, &write))
 		return false;
 
 	*inserted = false;
@@ -418,6 +424,13 @@ PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 		if (RelationGetDescr(write.ledger)->constr)
 			ExecConstraints(write.result, slot, write.estate);
 
+		/*
+		 * The executor checks the unique indexes before it inserts, to spare
+		 * a speculative insertion it would have to kill.  The API inserts a
+		 * payment only after its probe found none, so a conflict is rare: the
+		 * check is made after one, where it waits for the other inserter and
+		 * finds its row, as the executor's own retry does.
+		 */
 		for (;;)
 		{
 			ItemPointerData conflict;
@@ -427,7 +440,8 @@ PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 
 			CHECK_FOR_INTERRUPTS();
 			/* waits for an in-progress inserter of the same key */
-			if (!ExecCheckIndexConstraints(write.result, slot, write.estate, &conflict, NIL))
+			if (after_conflict &&
+				!ExecCheckIndexConstraints(write.result, slot, write.estate, &conflict, NIL))
 			{
 				CheckConflictVisible(&write, &conflict);
 				break;
@@ -445,6 +459,7 @@ PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 				*inserted = true;
 				break;
 			}
+			after_conflict = true;
 		}
 		if (*inserted)
 			FireRowTriggers(write.ledger, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_INSERT, NULL,
@@ -461,8 +476,14 @@ SettleApplies(DirectWrite *write, const PaySettleWrite *settle, TupleTableSlot *
 	const AttrNumber *col = write->catalog->ledger_attnums;
 	bool		isnull;
 	Datum		status = slot_getattr(slot, col[LEDGER_STATUS], &isnull);
+	Datum		bizno;
 
 	if (isnull || DatumGetObjectId(status) != write->catalog->status_labels[PAY_PROCESSING])
+		return false;
+	/* the index condition too, as EvalPlanQual checks it on a newer version */
+	bizno = slot_getattr(slot, col[LEDGER_BIZNO], &isnull);
+	if (isnull || !DatumGetBool(DirectFunctionCall2Coll(texteq, DEFAULT_COLLATION_OID,
+														bizno, settle->bizno)))
 		return false;
 	if (!settle->attempt_null)
 	{
@@ -542,6 +563,27 @@ LockRowForUpdate(DirectWrite *write, const PaySettleWrite *settle, TupleTableSlo
 }
 
 /*
+ * Tell the index AMs which indexes the UPDATE left unchanged (the hint for
+ * bottom-up deletion), as the executor works it out from the statement's
+ * updated columns, which a direct write has no range table entry for.
+ */
+static void
+NoteUnchangedIndexes(ResultRelInfo *result, Bitmapset *updatedcols)
+{
+	for (int i = 0; i < result->ri_NumIndices; i++)
+	{
+		IndexInfo  *info = result->ri_IndexRelationInfo[i];
+		bool		unchanged = info->ii_Expressions == NIL && info->ii_Predicate == NIL;
+
+		for (int k = 0; unchanged && k < info->ii_NumIndexAttrs; k++)
+			unchanged = !bms_is_member(info->ii_IndexAttrNumbers[k] -
+									   FirstLowInvalidHeapAttributeNumber, updatedcols);
+		info->ii_CheckedUnchanged = true;
+		info->ii_IndexUnchanged = unchanged;
+	}
+}
+
+/*
  * Settle a PROCESSING payment as the UPDATE above; *settled is false when
  * no row matched (or a trigger skipped it).  Returns false, having done
  * nothing, when the write must go through SQL.
@@ -562,7 +604,7 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 	TM_FailureData failure;
 	bool		update_indexes;
 
-	if (!BeginDirectWrite(fcinfo, ACL_SELECT | ACL_UPDATE, false, &write))
+	if (!BeginDirectWrite(fcinfo, CMD_UPDATE, &write))
 		return false;
 
 	*settled = false;
@@ -610,14 +652,26 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 			ExecForceStoreHeapTuple(newtuple, newslot, false);
 			if (RelationGetDescr(write.ledger)->constr)
 				ExecConstraints(write.result, newslot, write.estate);
-			CheckCmdReplicaIdentity(write.ledger, CMD_UPDATE);
 			result = table_tuple_update(write.ledger, &slot->tts_tid, newslot,
 										write.estate->es_output_cid, write.estate->es_snapshot,
 										InvalidSnapshot, true, &failure, &mode, &update_indexes);
+			/* the row is locked by this command: only a trigger could have changed it */
+			if (result == TM_SelfModified && failure.cmax != write.estate->es_output_cid)
+				ereport(ERROR,
+						(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+						 errmsg("tuple to be updated was already modified by an operation triggered by the current command")));
+			if (result == TM_SelfModified)
+			{
+				EndDirectWrite(&write);
+				return true;	/* updated by this command already: not again */
+			}
 			if (result != TM_Ok)
 				elog(ERROR, "unexpected table_tuple_update status: %u", result);
 			if (update_indexes)
+			{
+				NoteUnchangedIndexes(write.result, updatedcols);
 				ExecInsertIndexTuples(write.result, newslot, write.estate, true, false, NULL, NIL);
+			}
 			FireRowTriggers(write.ledger, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_UPDATE, oldtuple,
 							ExecFetchSlotHeapTuple(newslot, true, NULL), updatedcols);
 			*settled = true;
