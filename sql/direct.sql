@@ -306,6 +306,19 @@ DROP TRIGGER dba_hold ON pay_ledger;
 DROP FUNCTION dba_hold();
 SELECT pay_succeed('D-HOLD-1', 'H1') AS hold_1, pay_fail('D-HOLD-2', 'declined', 1) AS hold_2;
 
+-- A read-only transaction (as every transaction on a hot standby is)
+-- refuses the API's writes as it refuses any write: 25006, before anything
+-- is written -- also a settlement that would find nothing to change.
+SELECT pay_begin('D-READONLY-1', 10, 'EUR') AS begin;
+SELECT table_rows() AS before \gset
+BEGIN READ ONLY;
+SELECT outcome($$SELECT pay_begin('D-READONLY-2', 10, 'EUR')$$) AS new_payment,
+       outcome($$SELECT pay_succeed('D-READONLY-1', 'R1')$$) AS settlement,
+       outcome($$SELECT pay_succeed('D-READONLY-9', 'R9')$$) AS settlement_of_nothing;
+SELECT error_message($$SELECT pay_begin('D-READONLY-2', 10, 'EUR')$$) AS message;
+ROLLBACK;
+SELECT table_rows() = :'before' AS nothing_written, standing('D-READONLY-1') AS still;
+
 -- 7. Ledger and journal agree, and the ledger is as installed again: no
 -- column, constraint, trigger, index or domain check of this file is left.
 SELECT * FROM pay_verify();
