@@ -10,9 +10,11 @@
  * search_path pinned to the extension's schema and pg_temp (PayPinSearchPath),
  * as a function's SET clause would pin it.  A new payment's INSERT and the
  * settling UPDATE go straight through the access methods when nothing the
- * executor would do is left undone (direct.c); they run no SQL and resolve
- * no name, which is why pay_begin, pay_claim, pay_succeed and pay_fail need
- * no SET clause of their own, and what makes them cheap.  A decision that writes
+ * executor would do is left undone (direct.c); they run no SQL, and pin
+ * search_path themselves when a DBA's default, domain check or index could
+ * look a name up.  That is why pay_begin, pay_claim, pay_succeed and
+ * pay_fail need no SET clause of their own, and what makes them cheap.  A
+ * decision that writes
  * is taken on the row as re-read under FOR UPDATE; decisions that do not
  * write (ALREADY_SUCCEEDED, IN_PROGRESS) are taken on a plain read, because
  * SUCCESS never changes and a PROCESSING row answered IN_PROGRESS is never
