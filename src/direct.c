@@ -29,14 +29,14 @@
  * NULL constraints and publications' replica identity enforced, and every
  * index maintained, its predicates and expressions evaluated.  As
  * installed, nothing evaluated can look at search_path, which stays the
- * caller's (the functions have no SET clause: that is most of what this
- * saves); once a DBA adds a default, domain check or index expression that
- * could (a cast to regclass, say), search_path is pinned for the write as
- * for SQL.  Anything a DBA adds that this cannot honour -- a trigger, a
- * rule, a CHECK constraint, row security, a function of the DBA's in a
- * default, domain check or index -- sends every write back to the planned
- * statements, so the DBA's objects act on the API's writes as on any
- * other.
+ * caller's (so the functions need no SET clause, a saving of its own);
+ * once a DBA adds a default, domain check or index expression that could (a
+ * cast to regclass, say), search_path is pinned for the write as for SQL.
+ * Anything a DBA adds that this cannot honour -- a trigger, a rule, a CHECK
+ * constraint, row security, a function of the DBA's in a default, domain
+ * check or index -- sends every write back to the planned statements, so
+ * the DBA's objects act on the API's writes as on any other; so do replica
+ * mode and a read-only transaction, where the executor decides.
  *
  * Concurrency is the executor's, step by step:
  * - the INSERT follows ON CONFLICT's speculative insertion: insert the
