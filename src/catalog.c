@@ -305,6 +305,41 @@ DomainKind(Oid domain)
 }
 
 /*
+ * What maintaining rel's indexes evaluates: their expressions and
+ * predicates; an index of an access method or operator family that is not
+ * built-in, or with deferred uniqueness (a recheck the executor would
+ * queue), counts as foreign.  Looked at here, with the rest of the table,
+ * because a new index invalidates the table: the list the writes open after
+ * their lock is the list judged.
+ */
+static PayExpressionKind
+IndexesKind(Relation rel)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	PayExpressionKind kind = PAY_EXPRESSION_PLAIN;
+	ListCell   *cell;
+
+	foreach(cell, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(cell), AccessShareLock);
+
+		if (index->rd_rel->relam >= FirstNormalObjectId || !index->rd_index->indimmediate)
+			kind = PAY_EXPRESSION_FOREIGN;
+		for (int k = 0; k < IndexRelationGetNumberOfKeyAttributes(index); k++)
+			if (index->rd_opfamily[k] >= FirstNormalObjectId)
+				kind = PAY_EXPRESSION_FOREIGN;
+		if (kind != PAY_EXPRESSION_FOREIGN)
+			kind = Max(kind, Max(PayExpressionKindOf((Node *) RelationGetIndexExpressions(index)),
+								 PayExpressionKindOf((Node *) RelationGetIndexPredicate(index))));
+		index_close(index, AccessShareLock);
+		if (kind == PAY_EXPRESSION_FOREIGN)
+			break;
+	}
+	list_free(indexes);
+	return kind;
+}
+
+/*
  * The numbers of the columns specs names in rel, each checked for its
  * type; an optional column that is absent gets InvalidAttrNumber.
  */
@@ -386,9 +421,9 @@ LookupLedgerKey(Relation ledger)
  * column is one the trigger fills (no default to compute) and of exactly the
  * type it is filled with (no domain, no typmod to check), no generated
  * column, no INSERT trigger or rule, no row security, not partitioned and
- * no partition, and no CHECK constraint that could look at search_path
- * (PAY_EXPRESSION_PLAIN).  NOT NULL and CHECK constraints and the indexes
- * are applied by journal.c itself.
+ * no partition, and no CHECK constraint or index that could look at
+ * search_path (PAY_EXPRESSION_PLAIN).  NOT NULL and CHECK constraints and
+ * the indexes are applied by journal.c itself.
  */
 static bool
 JournalAllowsDirectInsert(Relation journal)
@@ -412,11 +447,13 @@ JournalAllowsDirectInsert(Relation journal)
 			return false;
 	}
 
-	/* the CHECK constraints are evaluated where the caller's path is in force */
+	/* CHECKs and indexes are evaluated where the caller's path is in force */
 	for (int i = 0; tupdesc->constr && i < tupdesc->constr->num_check; i++)
 		if (PayExpressionKindOf(stringToNode(tupdesc->constr->check[i].ccbin)) !=
 			PAY_EXPRESSION_PLAIN)
 			return false;
+	if (IndexesKind(journal) != PAY_EXPRESSION_PLAIN)
+		return false;
 
 	return columns == JOURNAL_COLUMNS &&
 		journal->rd_rel->relkind == RELKIND_RELATION &&
@@ -459,14 +496,14 @@ LedgerColumnKind(Relation ledger, LedgerColumn column)
  * Whether the API may write ledger rows itself, through the heap and index
  * access methods (direct.c), and what it then evaluates: not at all
  * (PAY_EXPRESSION_FOREIGN) unless the ledger is of 1.2, not partitioned,
- * without inheritance children (an UPDATE would reach them), with no rule, no row security, no generated or identity column, no CHECK
- * constraint on the table, no trigger but the extension's own (each an
- * unconditional row trigger, as installed), the columns the API writes of
- * exactly their types (amount and currency may be domains), every other
- * column of a base type (no domain default or check to apply), and
- * defaults and domain checks that call no SQL or procedural function; the
- * defaults are kept in catalog.ledger_defaults.  direct.c checks the
- * indexes it opens alike.
+ * without inheritance children (an UPDATE would reach them), with no rule,
+ * no row security, no generated or identity column, no CHECK constraint on
+ * the table, no trigger but the extension's own (each an unconditional row
+ * trigger, as installed), the columns the API writes of exactly their types
+ * (amount and currency may be domains), every other column of a base type
+ * (no domain default or check to apply), and defaults, domain checks and
+ * indexes that call no SQL or procedural function; the defaults are kept in
+ * catalog.ledger_defaults.
  */
 static PayExpressionKind
 LedgerDirectWriteKind(Relation ledger)
@@ -491,6 +528,7 @@ LedgerDirectWriteKind(Relation ledger)
 
 	for (int i = 0; i < (int) lengthof(written); i++)
 		kind = Max(kind, LedgerColumnKind(ledger, written[i]));
+	kind = Max(kind, IndexesKind(ledger));
 	if (kind == PAY_EXPRESSION_FOREIGN)
 		return kind;
 
@@ -595,8 +633,7 @@ LookupTables(void)
 											   ALLOCSET_SMALL_SIZES);
 	MemoryContextReset(tables_context);
 	catalog.ledger_defaults = NULL;
-	catalog.ledger_direct = false;
-	catalog.ledger_direct_plain = false;
+	catalog.ledger_direct_kind = PAY_EXPRESSION_FOREIGN;
 
 	catalog.guard_function = LookupTriggerFunction(catalog.namespace, "pay_guard");
 	catalog.bookkeeping_function = LookupTriggerFunction(catalog.namespace,
@@ -607,8 +644,6 @@ LookupTables(void)
 	LookupColumns(ledger, ledger_columns, LEDGER_COLUMNS, catalog.ledger_attnums);
 	catalog.ledger_pkey = LookupLedgerKey(ledger);
 	kind = LedgerDirectWriteKind(ledger);
-	catalog.ledger_direct = kind != PAY_EXPRESSION_FOREIGN;
-	catalog.ledger_direct_plain = kind == PAY_EXPRESSION_PLAIN;
 	table_close(ledger, NoLock);
 
 	catalog.journal = LookupRelation(catalog.namespace, "pay_journal");
@@ -622,7 +657,7 @@ LookupTables(void)
 	 * which would see pg_trigger_depth() one lower under a direct write of
 	 * the ledger (the trigger manager's depth is its own): SQL for both.
 	 */
-	catalog.ledger_direct = catalog.ledger_direct && catalog.journal_direct;
+	catalog.ledger_direct_kind = catalog.journal_direct ? kind : PAY_EXPRESSION_FOREIGN;
 }
 
 /*

@@ -91,10 +91,11 @@ typedef struct PayCatalog
 	Oid			guard_function;
 	Oid			bookkeeping_function;
 	Oid			journal_function;
-	/* may the API write ledger rows through the access methods? (direct.c) */
-	bool		ledger_direct;
-	/* and without pinning search_path for what they evaluate? */
-	bool		ledger_direct_plain;
+	/*
+	 * What the API's direct writes of ledger rows (direct.c) would evaluate:
+	 * FOREIGN when they may not be made, BUILT_IN when they pin search_path.
+	 */
+	PayExpressionKind ledger_direct_kind;
 	/* what an INSERT fills in for the columns it does not name, by attnum-1 */
 	Expr	  **ledger_defaults;
 } PayCatalog;

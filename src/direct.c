@@ -21,7 +21,7 @@
  *
  * Only when nothing the executor would do is left undone, and nothing a DBA
  * wrote in SQL or a procedural language would run (catalog.c,
- * LedgerDirectWriteKind; PayIndexesKind here): the triggers are the
+ * LedgerDirectWriteKind): the triggers are the
  * extension's own and are fired here as the trigger manager fires them --
  * BEFORE row triggers in name order, each seeing the tuple the one before
  * returned, a NULL skipping the write, then the AFTER row trigger (the
@@ -198,59 +198,31 @@ FireRowTriggers(Relation ledger, TriggerEvent timing, TriggerEvent event,
 }
 
 /*
- * What maintaining the indexes evaluates (catalog.c, PayExpressionKindOf):
- * their expressions and predicates; an index of an access method or
- * operator family that is not built-in, or with deferred uniqueness (a
- * recheck the executor would queue), counts as foreign.
- */
-PayExpressionKind
-PayIndexesKind(ResultRelInfo *result)
-{
-	PayExpressionKind kind = PAY_EXPRESSION_PLAIN;
-
-	for (int i = 0; i < result->ri_NumIndices; i++)
-	{
-		Relation	index = result->ri_IndexRelationDescs[i];
-		IndexInfo  *info = result->ri_IndexRelationInfo[i];
-
-		if (index->rd_rel->relam >= FirstNormalObjectId || !index->rd_index->indimmediate)
-			return PAY_EXPRESSION_FOREIGN;
-		for (int k = 0; k < IndexRelationGetNumberOfKeyAttributes(index); k++)
-			if (index->rd_opfamily[k] >= FirstNormalObjectId)
-				return PAY_EXPRESSION_FOREIGN;
-		kind = Max(kind, PayExpressionKindOf((Node *) info->ii_Expressions));
-		kind = Max(kind, PayExpressionKindOf((Node *) info->ii_Predicate));
-		if (kind == PAY_EXPRESSION_FOREIGN)
-			return kind;
-	}
-	return kind;
-}
-
-/*
  * Open the ledger for a direct write, or return false (nothing opened) when
  * the write must go through SQL: the catalog says no, replica mode (whose
- * trigger rules ledger.c's statements follow), the owner lacks the
- * privileges the statement would need, or an index is foreign.  When
- * anything the write evaluates could look a name up, search_path is pinned
- * as for SQL until EndDirectWrite.
+ * trigger rules ledger.c's statements follow), or the owner lacks the
+ * privileges the statement would need.  When anything the write evaluates
+ * could look a name up, search_path is pinned as for SQL until
+ * EndDirectWrite.
  */
 static bool
 BeginDirectWrite(FunctionCallInfo fcinfo, CmdType operation, DirectWrite *write)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	AclMode		privileges = operation == CMD_INSERT ? ACL_INSERT : ACL_SELECT | ACL_UPDATE;
-	PayExpressionKind indexes;
 
 	/* a read-only transaction or a standby: the executor's refusal (25006) */
-	if (!catalog->ledger_direct || SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ||
+	if (catalog->ledger_direct_kind == PAY_EXPRESSION_FOREIGN ||
+		SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ||
 		XactReadOnly || IsInParallelMode())
 		return false;
 
 	/* the lock the statement would take, kept to the end of the transaction */
 	write->ledger = table_open(catalog->ledger, RowExclusiveLock);
-	/* what the lock brought in: the ledger as it is now */
+	/* what the lock brought in: the ledger (and its indexes) as they are now */
 	write->catalog = catalog = PayCatalogGetTables(fcinfo);
-	if (!catalog->ledger_direct || RelationGetRelid(write->ledger) != catalog->ledger ||
+	if (catalog->ledger_direct_kind == PAY_EXPRESSION_FOREIGN ||
+		RelationGetRelid(write->ledger) != catalog->ledger ||
 		pg_class_aclcheck(catalog->ledger, GetUserId(), privileges) != ACLCHECK_OK)
 	{
 		table_close(write->ledger, NoLock);
@@ -264,18 +236,9 @@ BeginDirectWrite(FunctionCallInfo fcinfo, CmdType operation, DirectWrite *write)
 	write->result = makeNode(ResultRelInfo);
 	InitResultRelInfo(write->result, write->ledger, 0, NULL, 0);
 	ExecOpenIndices(write->result, operation == CMD_INSERT);
-	indexes = PayIndexesKind(write->result);
-	if (indexes == PAY_EXPRESSION_FOREIGN)
-	{
-		ExecCloseIndices(write->result);
-		FreeExecutorState(write->estate);
-		table_close(write->ledger, NoLock);
-		return false;
-	}
 	/* a DBA's default, domain check or index may look a name up */
-	write->search_path_level = -1;
-	if (!catalog->ledger_direct_plain || indexes != PAY_EXPRESSION_PLAIN)
-		write->search_path_level = PayPinSearchPath(catalog);
+	write->search_path_level = catalog->ledger_direct_kind == PAY_EXPRESSION_PLAIN ? -1 :
+		PayPinSearchPath(catalog);
 
 	/* a statement's snapshot and command, as SPI takes them */
 	CommandCounterIncrement();
@@ -299,6 +262,15 @@ EndDirectWrite(DirectWrite *write)
 	CommandCounterIncrement();
 }
 
+/* A trigger of this command changed the row this command is to update. */
+static void
+RaiseTriggeredChange(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+			 errmsg("tuple to be updated was already modified by an operation triggered by the current command")));
+}
+
 static void
 RaiseSerializationFailure(const char *what)
 {
@@ -318,7 +290,8 @@ CheckDomain(DirectWrite *write, LedgerColumn column, Datum value, bool isnull, v
 	Oid			type = TupleDescAttr(RelationGetDescr(write->ledger),
 									 write->catalog->ledger_attnums[column] - 1)->atttypid;
 
-	if (get_typtype(type) == TYPTYPE_DOMAIN)
+	/* a cache exists once a check ran: the type is a domain */
+	if (*cache != NULL || get_typtype(type) == TYPTYPE_DOMAIN)
 		domain_check(value, isnull, type, cache, trigger_context);
 }
 
@@ -496,25 +469,36 @@ SettleApplies(DirectWrite *write, const PaySettleWrite *settle, TupleTableSlot *
 }
 
 /*
- * Find the row of bizno visible to the statement's snapshot, through the
- * primary key; false when there is none.
+ * Find the row of bizno visible to snapshot through the ledger's primary
+ * key pkey, into slot (which keeps its buffer pinned); false when there is
+ * none.  The one probe of the ledger: ProbeRow's (ledger.c) and the
+ * settling UPDATE's.
  */
-static bool
-FetchRow(DirectWrite *write, Datum bizno, TupleTableSlot *slot)
+bool
+PayFetchLedgerRow(Relation ledger, Relation pkey, Snapshot snapshot, Datum bizno,
+				  TupleTableSlot *slot)
 {
-	Relation	pkey = index_open(write->catalog->ledger_pkey, AccessShareLock);
 	IndexScanDesc scan;
 	ScanKeyData key;
 	bool		found;
 
 	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   pkey->rd_indcollation[0], F_TEXTEQ, bizno);
-	scan = index_beginscan(write->ledger, pkey, write->estate->es_snapshot, 1, 0);
+	scan = index_beginscan(ledger, pkey, snapshot, 1, 0);
 	index_rescan(scan, &key, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
-	if (found)
-		ExecMaterializeSlot(slot);
 	index_endscan(scan);
+	return found;
+}
+
+/* The row of bizno visible to the settling UPDATE's snapshot, into slot. */
+static bool
+FetchRow(DirectWrite *write, Datum bizno, TupleTableSlot *slot)
+{
+	Relation	pkey = index_open(write->catalog->ledger_pkey, AccessShareLock);
+	bool		found = PayFetchLedgerRow(write->ledger, pkey, write->estate->es_snapshot,
+										  bizno, slot);
+
 	index_close(pkey, AccessShareLock);
 	return found;
 }
@@ -543,9 +527,7 @@ LockRowForUpdate(DirectWrite *write, const PaySettleWrite *settle, TupleTableSlo
 			return !failure.traversed || SettleApplies(write, settle, slot);
 		case TM_SelfModified:
 			if (failure.cmax != write->estate->es_output_cid)
-				ereport(ERROR,
-						(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
-						 errmsg("tuple to be updated was already modified by an operation triggered by the current command")));
+				RaiseTriggeredChange();
 			return false;
 		case TM_Updated:
 			if (IsolationUsesXactSnapshot())
@@ -657,9 +639,7 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 										InvalidSnapshot, true, &failure, &mode, &update_indexes);
 			/* the row is locked by this command: only a trigger could have changed it */
 			if (result == TM_SelfModified && failure.cmax != write.estate->es_output_cid)
-				ereport(ERROR,
-						(errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
-						 errmsg("tuple to be updated was already modified by an operation triggered by the current command")));
+				RaiseTriggeredChange();
 			if (result == TM_SelfModified)
 			{
 				EndDirectWrite(&write);

@@ -12,7 +12,9 @@
 #include "postgres.h"
 
 #include "fmgr.h"
-#include "nodes/execnodes.h"
+#include "executor/tuptable.h"
+#include "utils/relcache.h"
+#include "utils/snapshot.h"
 
 #include "catalog.h"
 
@@ -31,7 +33,8 @@ typedef struct PaySettleWrite
 	bool		response_null;
 } PaySettleWrite;
 
-extern PayExpressionKind PayIndexesKind(ResultRelInfo *result);
+extern bool PayFetchLedgerRow(Relation ledger, Relation pkey, Snapshot snapshot, Datum bizno,
+							  TupleTableSlot *slot);
 extern bool PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 							bool amount_null, Datum amount,
 							bool currency_null, Datum currency, bool *inserted);

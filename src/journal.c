@@ -69,7 +69,6 @@
 
 #include "bizno.h"
 #include "catalog.h"
-#include "direct.h"
 #include "guard.h"
 #include "idempotent_pay.h"
 #include "journal.h"
@@ -300,7 +299,7 @@ ActorName(void)
  * Append one row to the journal, already opened and locked: heap, then
  * every index.  values and nulls are indexed by JournalColumn.
  */
-static bool
+static void
 InsertJournalRowDirectly(const PayCatalog *catalog, Relation journal,
 						 const Datum *values, const bool *nulls)
 {
@@ -311,14 +310,6 @@ InsertJournalRowDirectly(const PayCatalog *catalog, Relation journal,
 
 	InitResultRelInfo(result_rel, journal, 0, NULL, 0);
 	ExecOpenIndices(result_rel, false);
-	/* an index of the DBA's that could look a name up: the INSERT does it */
-	if (PayIndexesKind(result_rel) != PAY_EXPRESSION_PLAIN)
-	{
-		ExecCloseIndices(result_rel);
-		ExecResetTupleTable(estate->es_tupleTable, false);
-		FreeExecutorState(estate);
-		return false;
-	}
 
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, sizeof(bool) * tupdesc->natts);
@@ -337,7 +328,6 @@ InsertJournalRowDirectly(const PayCatalog *catalog, Relation journal,
 	ExecCloseIndices(result_rel);
 	ExecResetTupleTable(estate->es_tupleTable, false);
 	FreeExecutorState(estate);
-	return true;
 }
 
 /*
@@ -488,8 +478,9 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 		nulls[JOURNAL_NOTE] = false;
 	}
 
-	if (!catalog->journal_direct ||
-		!InsertJournalRowDirectly(catalog, journal, values, nulls))
+	if (catalog->journal_direct)
+		InsertJournalRowDirectly(catalog, journal, values, nulls);
+	else
 		InsertJournalRowBySql(catalog, journal, values, nulls);
 	table_close(journal, NoLock);
 

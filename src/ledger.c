@@ -371,19 +371,13 @@ ProbeRow(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 	Relation	pkey = index_open(catalog->ledger_pkey, AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(ledger, NULL);
 	Snapshot	snapshot;
-	IndexScanDesc scan;
-	ScanKeyData key;
 	bool		found;
 
 	/* see this transaction's own earlier writes, as a statement would */
 	CommandCounterIncrement();
 	snapshot = RegisterSnapshot(GetTransactionSnapshot());
 
-	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   pkey->rd_indcollation[0], F_TEXTEQ, bizno);
-	scan = index_beginscan(ledger, pkey, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	found = PayFetchLedgerRow(ledger, pkey, snapshot, bizno, slot);
 	if (found)
 	{
 		bool		isnull;
@@ -409,7 +403,6 @@ ProbeRow(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 		if (!row->response_null)
 			row->response = datumCopy(row->response, false, -1);
 	}
-	index_endscan(scan);
 	UnregisterSnapshot(snapshot);
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(pkey, AccessShareLock);
