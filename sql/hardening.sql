@@ -199,3 +199,26 @@ SELECT call, refusal(call) FROM (VALUES
     ($$DELETE FROM pay_ledger WHERE bizno = 'H-R'$$),
     ($$UPDATE pay_ledger SET bizno = 'H-R2' WHERE bizno = 'H-R'$$),
     ($$DELETE FROM pay_journal WHERE bizno = 'H-R'$$)) AS c(call);
+
+-- 8. NULL where the ledger needs a value.  Its BEFORE triggers run before
+-- PostgreSQL checks NOT NULL, so they refuse a NULL key, status or attempt
+-- themselves, with 23502 as PostgreSQL would (a NULL key once crashed the
+-- server); an UPDATE may not remove a payment's amount or currency.
+SELECT outcome($$INSERT INTO pay_ledger (bizno, status) VALUES (NULL, 'INIT') RETURNING 'ok'$$) AS null_key;
+SELECT 'still connected' AS backend;
+SELECT error_message($$INSERT INTO pay_ledger (bizno, status) VALUES (NULL, 'INIT')$$) AS message;
+SELECT outcome($$INSERT INTO pay_ledger (bizno, status) VALUES (NULL, 'PROCESSING') RETURNING 'ok'$$) AS null_key_processing,
+       outcome($$INSERT INTO pay_ledger (bizno, status) VALUES ('H-NULL', NULL) RETURNING 'ok'$$) AS null_status,
+       outcome($$INSERT INTO pay_ledger (bizno) VALUES (NULL) RETURNING 'ok'$$) AS null_key_default_status;
+SELECT pay_open('HNULL', 'O1', 10, 'EUR') IS NOT NULL AS opened;
+SELECT outcome($$UPDATE pay_ledger SET currency = NULL, attempt = NULL WHERE prefix = 'HNULL' RETURNING 'ok'$$) AS null_currency_attempt,
+       outcome($$UPDATE pay_ledger SET attempt = NULL WHERE prefix = 'HNULL' RETURNING 'ok'$$) AS null_attempt,
+       outcome($$UPDATE pay_ledger SET amount = NULL WHERE prefix = 'HNULL' RETURNING 'ok'$$) AS null_amount,
+       outcome($$UPDATE pay_ledger SET currency = NULL WHERE prefix = 'HNULL' RETURNING 'ok'$$) AS null_currency,
+       outcome($$UPDATE pay_ledger SET status = NULL WHERE prefix = 'HNULL' RETURNING 'ok'$$) AS null_status,
+       outcome($$UPDATE pay_ledger SET bizno = NULL WHERE prefix = 'HNULL' RETURNING 'ok'$$) AS null_key;
+SELECT error_message($$UPDATE pay_ledger SET amount = NULL WHERE prefix = 'HNULL'$$) AS message;
+SELECT status, amount, currency, attempt FROM pay_ledger WHERE prefix = 'HNULL';
+SELECT outcome($$UPDATE pay_ledger SET amount = 12, currency = 'USD' WHERE prefix = 'HNULL' RETURNING 'ok'$$) AS changed;
+SELECT count(*) AS journal_rows FROM pay_journal AS j JOIN pay_ledger AS l USING (bizno) WHERE l.prefix = 'HNULL';
+SELECT count(*) AS problems FROM pay_verify();

@@ -114,18 +114,55 @@ GetColumn(HeapTuple tuple, Relation rel, AttrNumber attnum, bool *isnull)
 	return heap_getattr(tuple, attnum, RelationGetDescr(rel), isnull);
 }
 
-static PayStatus
-LedgerStatus(const PayCatalog *catalog, Relation rel, HeapTuple tuple)
+/*
+ * The value of a column the ledger declares NOT NULL.  A BEFORE trigger runs
+ * before the executor checks NOT NULL, so a NULL is refused here, as the
+ * executor would refuse it.
+ */
+static Datum
+RequiredColumn(HeapTuple tuple, Relation rel, AttrNumber attnum)
 {
 	bool		isnull;
-	Datum		label = GetColumn(tuple, rel, catalog->ledger_attnums[LEDGER_STATUS], &isnull);
+	Datum		value = GetColumn(tuple, rel, attnum, &isnull);
 
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),
-				 errmsg("null value in column \"status\" of relation \"pay_ledger\" violates not-null constraint"),
-				 errtable(rel)));
+				 errmsg("null value in column \"%s\" of relation \"%s\" violates not-null constraint",
+						NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname),
+						RelationGetRelationName(rel)),
+				 errtablecol(rel, attnum)));
+	return value;
+}
+
+static PayStatus
+LedgerStatus(const PayCatalog *catalog, Relation rel, HeapTuple tuple)
+{
+	Datum		label = RequiredColumn(tuple, rel, catalog->ledger_attnums[LEDGER_STATUS]);
+
 	return PayStatusFromLabel(catalog, DatumGetObjectId(label));
+}
+
+/*
+ * Refuse an UPDATE that removes the amount or the currency of a payment that
+ * has one: what a payment was recorded for is never forgotten.
+ */
+static void
+CheckNotCleared(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
+				AttrNumber attnum)
+{
+	const char *column = NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname);
+
+	if (heap_attisnull(oldtuple, attnum, RelationGetDescr(rel)) ||
+		!heap_attisnull(newtuple, attnum, RelationGetDescr(rel)))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_NOT_NULL_VIOLATION),
+			 errmsg("the %s of a payment cannot be removed", column),
+			 errdetail("%s already records its %s; an UPDATE may change it, not set it to NULL.",
+					   PayRowKeyDescription(rel, oldtuple), column),
+			 errhint("Give the %s the payment is for.", column),
+			 errtablecol(rel, attnum)));
 }
 
 /* Refuse a change of a column that never changes once written. */
@@ -174,19 +211,13 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
-		bool		isnull;
 		text	   *bizno;
 		BiznoParts	parts;
 		bool		generated;
 
 		tuple = trigdata->tg_trigtuple;
 		status = LedgerStatus(catalog, rel, tuple);
-		bizno = DatumGetTextPP(GetColumn(tuple, rel, col[LEDGER_BIZNO], &isnull));
-		if (isnull)
-			ereport(ERROR,
-					(errcode(ERRCODE_NOT_NULL_VIOLATION),
-					 errmsg("null value in column \"bizno\" of relation \"pay_ledger\" violates not-null constraint"),
-					 errtable(rel)));
+		bizno = DatumGetTextPP(RequiredColumn(tuple, rel, col[LEDGER_BIZNO]));
 		generated = BiznoCheckKey(bizno, &parts);
 		if (PayRestoring())
 			return PointerGetDatum(tuple);	/* its history, as it was */
@@ -231,6 +262,10 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 			CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_REFUND_KEY]);
 			is_refund = !heap_attisnull(tuple, col[LEDGER_PARENT], tupdesc);
 		}
+
+		CheckNotCleared(rel, oldtuple, tuple, col[LEDGER_AMOUNT]);
+		CheckNotCleared(rel, oldtuple, tuple, col[LEDGER_CURRENCY]);
+		(void) RequiredColumn(tuple, rel, col[LEDGER_ATTEMPT]);
 
 		from = LedgerStatus(catalog, rel, oldtuple);
 		status = LedgerStatus(catalog, rel, tuple);
