@@ -222,3 +222,56 @@ SELECT status, amount, currency, attempt FROM pay_ledger WHERE prefix = 'HNULL';
 SELECT outcome($$UPDATE pay_ledger SET amount = 12, currency = 'USD' WHERE prefix = 'HNULL' RETURNING 'ok'$$) AS changed;
 SELECT count(*) AS journal_rows FROM pay_journal AS j JOIN pay_ledger AS l USING (bizno) WHERE l.prefix = 'HNULL';
 SELECT count(*) AS problems FROM pay_verify();
+
+-- 9. Every function of the extension, called with each combination of NULL
+-- arguments (at least one), answers with a value or a documented SQLSTATE --
+-- mostly 22004 naming the argument -- never XX000, and the backend lives on.
+CREATE TEMP TABLE null_calls (call text, state text);
+DO $$
+DECLARE
+    f record;
+    args text[];
+    sample text;
+    state text;
+BEGIN
+    FOR f IN SELECT p.proname, p.proargtypes::oid[] AS types, p.pronargs
+             FROM pg_proc AS p
+             JOIN pg_depend AS d ON d.objid = p.oid AND d.deptype = 'e'
+             JOIN pg_extension AS e ON e.oid = d.refobjid AND e.extname = 'idempotent_pay'
+             WHERE p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)
+               AND p.pronargs > 0
+             ORDER BY p.oid::regprocedure::text LOOP
+        FOR mask IN 1 .. (1 << f.pronargs) - 1 LOOP
+            args := '{}';
+            FOR n IN 1 .. f.pronargs LOOP
+                sample := CASE WHEN mask & (1 << (n - 1)) <> 0 THEN 'NULL'
+                    ELSE CASE f.types[n - 1]::regtype::text
+                        WHEN 'text' THEN quote_literal(CASE n WHEN 1 THEN 'H-NULLS' ELSE 'HNULLS' END)
+                        WHEN 'numeric' THEN '10'
+                        WHEN 'integer' THEN '1'
+                        WHEN 'pay_status' THEN '''PROCESSING'''
+                        WHEN 'jsonb' THEN '''[]'''
+                        WHEN 'regclass' THEN '''pg_class'''
+                        WHEN 'regrole' THEN 'NULL'
+                        WHEN 'boolean' THEN 'false'
+                        WHEN 'timestamp with time zone' THEN 'now()'
+                        WHEN 'interval' THEN '''1 minute'''
+                        ELSE 'NULL' END END;
+                args := args || (sample || '::' || f.types[n - 1]::regtype::text);
+            END LOOP;
+            BEGIN
+                EXECUTE format('SELECT %I(%s)', f.proname, array_to_string(args, ', '));
+                state := 'value';
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE;
+            END;
+            INSERT INTO null_calls
+            VALUES (format('%s(%s)', f.proname, array_to_string(args, ', ')), state);
+        END LOOP;
+    END LOOP;
+END
+$$;
+SELECT 'still connected' AS backend;
+SELECT state, count(*) AS calls FROM null_calls GROUP BY state ORDER BY state;
+SELECT call, state FROM null_calls
+WHERE state <> 'value' AND left(state, 2) NOT IN ('22', '23', '42', '55') AND state <> 'P0002';
