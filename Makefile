@@ -12,6 +12,7 @@ OBJS = \
 	src/bizno.o \
 	src/bizno_format.o \
 	src/amount.o \
+	src/currency.o \
 	src/catalog.o \
 	src/direct.o \
 	src/machine.o \
@@ -19,6 +20,7 @@ OBJS = \
 	src/journal.o \
 	src/ledger.o \
 	src/lifecycle.o \
+	src/proxied.o \
 	src/refund.o \
 	src/route.o \
 	src/stats.o

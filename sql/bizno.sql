@@ -86,14 +86,35 @@ SELECT pay_bizno(NULL, 'ORD001');
 SELECT pay_bizno('PAY', NULL);
 \echo :LAST_ERROR_SQLSTATE
 
--- Malformed input to parse: 22P02; a wrong check character says the right one.
+-- Malformed input to parse: 22P02.
 SELECT * FROM pay_bizno_parse('not-a-bizno');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM pay_bizno_parse('PAY-ORD001-20261131065033976-0000-366VRA691WVWE0');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM pay_bizno_parse('PAY-ORD001-20261130065033976-1024-366VRA691WVWE0');
 \echo :LAST_ERROR_SQLSTATE
+-- A bizNo that does not check out: 22P02.  The error names a check character
+-- only if it is one of 0-9A-Z, the only ones issued, and says the check
+-- character should be that one only if the check character as written is none
+-- of them: otherwise any character may be the mistyped one.  Each case is one
+-- error in PAY-ORD001-20261130065033976-0000-366VRA691WVWE0.
+-- A wrong check character, 0 -> 1.
 SELECT * FROM pay_bizno_parse('PAY-ORD001-20261130065033976-0000-366VRA691WVWE1');
+\echo :LAST_ERROR_SQLSTATE
+-- A check character never issued, 0 -> o.
+SELECT * FROM pay_bizno_parse('PAY-ORD001-20261130065033976-0000-366VRA691WVWEo');
+\echo :LAST_ERROR_SQLSTATE
+-- A typo in the biz_id, O -> 0: no check character of 0-9A-Z fits.
+SELECT * FROM pay_bizno_parse('PAY-0RD001-20261130065033976-0000-366VRA691WVWE0');
+\echo :LAST_ERROR_SQLSTATE
+-- A typo in the uniqueness part, E -> F.
+SELECT * FROM pay_bizno_parse('PAY-ORD001-20261130065033976-0000-366VRA691WVWF0');
+\echo :LAST_ERROR_SQLSTATE
+-- Two neighbours swapped in the biz_id, 01 -> 10.
+SELECT * FROM pay_bizno_parse('PAY-ORD010-20261130065033976-0000-366VRA691WVWE0');
+\echo :LAST_ERROR_SQLSTATE
+-- The check character swapped with its neighbour, E0 -> 0E.
+SELECT * FROM pay_bizno_parse('PAY-ORD001-20261130065033976-0000-366VRA691WVW0E');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM pay_bizno_parse(NULL);
 

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * amount.c
- *	  The one rule for amounts and currencies, for the API and the tables.
+ *	  The rules for the values a payment is made of: amount, currency, texts.
  *
  * An amount is a finite number greater than 0 (NaN, which PostgreSQL sorts
  * above every number, and Infinity are not amounts); a currency is an ISO
@@ -12,15 +12,27 @@
  * are cached by the type cache, not rebuilt for every statement as a
  * table's CHECK is.
  *
+ * Since 1.3 a currency is also one of ISO 4217's active codes (currency.c,
+ * the view pay_currencies), and an amount has no more decimals than its
+ * currency's minor units: 22023 from the API, and from the ledger's
+ * bookkeeping trigger for a raw write, which alone sees amount and
+ * currency together.  The texts of a payment are bounded (22001), and so
+ * is the response stored for replay (54000), so that no caller can make
+ * every later read of the payment carry megabytes.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
 #include "amount.h"
+#include "currency.h"
+#include "idempotent_pay.h"
 
 PG_FUNCTION_INFO_V1(pay_amount_valid);
 PG_FUNCTION_INFO_V1(pay_currency_valid);
@@ -80,6 +92,80 @@ PayCheckCurrency(text *currency)
 				 errmsg("invalid currency \"%s\"", text_to_cstring(currency)),
 				 errdetail("A currency is an ISO 4217 code: three upper-case letters."),
 				 errhint("Fix the caller: pass a code such as EUR, USD or CNY.")));
+}
+
+/* Raise 22023 unless currency, of the right form, is an active ISO 4217 code. */
+void
+PayCheckCurrencyKnown(text *currency)
+{
+	if (PayCurrencyMinorUnits(VARDATA_ANY(currency), VARSIZE_ANY_EXHDR(currency)) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown currency \"%s\"", text_to_cstring(currency)),
+				 errdetail("A payment is in one of ISO 4217's active currencies, as pay_currencies lists them."),
+				 errhint("Fix the caller: pass the ISO 4217 code of the currency to charge, such as EUR, USD or JPY.")));
+}
+
+/*
+ * Raise 22023 unless amount, in currency (an active ISO 4217 code), has no
+ * more decimals than the currency's minor units: 10.50 EUR and 10.00 JPY
+ * are amounts, 10.005 EUR and 10.5 JPY are not.
+ */
+void
+PayCheckAmountFits(Numeric amount, text *currency)
+{
+	int			minor_units = PayCurrencyMinorUnits(VARDATA_ANY(currency),
+													VARSIZE_ANY_EXHDR(currency));
+
+	if (minor_units < 0 || PayAmountFitsMinorUnits(amount, minor_units))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("amount %s has more decimals than %s has",
+					DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(amount))),
+					text_to_cstring(currency)),
+			 errdetail("%s has %d minor unit%s.", text_to_cstring(currency), minor_units,
+					   minor_units == 1 ? "" : "s"),
+			 errhint("Fix the caller: pass the amount in whole minor units of the currency.")));
+}
+
+/*
+ * Raise 22001 when value, the text called what, is longer than max_chars
+ * characters.
+ */
+void
+PayCheckTextLength(text *value, const char *what, int max_chars)
+{
+	int			bytes = VARSIZE_ANY_EXHDR(value);
+
+	/* a character is at least one byte: count them only when it matters */
+	if (bytes <= max_chars ||
+		pg_mbstrlen_with_len(VARDATA_ANY(value), bytes) <= max_chars)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+			 errmsg("%s is too long", what),
+			 errdetail("A %s holds at most %d characters.", what, max_chars),
+			 errhint("Shorten the %s; keep long documents outside the ledger and refer to them.", what)));
+}
+
+/*
+ * Raise 54000 when a response to store for replay is larger than
+ * idempotent_pay.max_response_bytes.
+ */
+void
+PayCheckResponseSize(Datum response)
+{
+	Size		size = toast_raw_datum_size(response) - VARHDRSZ;
+
+	if (size <= (Size) pay_max_response_bytes)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("the response is %zu bytes, more than idempotent_pay.max_response_bytes (%d)",
+					size, pay_max_response_bytes),
+			 errdetail("Every later claim of the payment replays the stored response."),
+			 errhint("Store the answer your caller needs to see again, not the bank's whole message.")));
 }
 
 /*

@@ -165,15 +165,21 @@ pay_bizno_valid(PG_FUNCTION_ARGS)
 }
 
 /*
- * Raise 22P02 unless bizno parses and passes its check character.
+ * Raise 22P02 unless bizno parses and passes its check character.  The
+ * detail names a check character only when the generator could have written
+ * it, and says it should be that one only when the check character as
+ * written is none the generator writes: otherwise any character, or a swap
+ * of two, may be the error, and a check character changed to fit the rest
+ * would make a bizNo that passes but was never issued.
  */
 static void
 ParseBiznoOrError(text *bizno, BiznoParts *parts)
 {
+	const char *s = VARDATA_ANY(bizno);
+	size_t		len = VARSIZE_ANY_EXHDR(bizno);
 	char		expected_check = '\0';
 
-	switch (bizno_parse(VARDATA_ANY(bizno), VARSIZE_ANY_EXHDR(bizno),
-						parts, &expected_check))
+	switch (bizno_parse(s, len, parts, &expected_check))
 	{
 		case BIZNO_VALID:
 			return;
@@ -184,20 +190,29 @@ ParseBiznoOrError(text *bizno, BiznoParts *parts)
 					 errdetail("A bizNo reads PREFIX-BIZID-YYYYMMDDHHMMSSmmm-NNNN-UUUUUUUUUUUUUC."),
 					 errhint("Pass the bizNo exactly as pay_bizno or pay_open returned it.")));
 			break;
+		case BIZNO_UNISSUED_CHECK:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+					 errmsg("invalid check character for bizNo \"%s\"",
+							text_to_cstring(bizno)),
+					 errdetail("The check character should be '%c': bizNos are issued with a check character of 0-9 or A-Z, never '%c'.",
+							   expected_check, s[len - 1]),
+					 errhint("The bizNo was mistyped or corrupted on its way: pass it exactly as it was issued.")));
+			break;
 		case BIZNO_BAD_CHECK:
 			if (expected_check != '\0')
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 						 errmsg("invalid check character for bizNo \"%s\"",
 								text_to_cstring(bizno)),
-						 errdetail("The check character should be '%c'.",
-								   expected_check),
-						 errhint("The bizNo was mistyped or corrupted on its way: pass it exactly as it was issued.")));
+						 errdetail("The bizNo does not check out: a character was mistyped or two neighbouring characters were swapped. For its other characters as written, the check character would be '%c', not '%c'.",
+								   expected_check, s[len - 1]),
+						 errhint("Pass the bizNo exactly as it was issued: a check character changed to fit could hide a typo elsewhere.")));
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 					 errmsg("invalid check character for bizNo \"%s\"",
 							text_to_cstring(bizno)),
-					 errdetail("No check character makes this bizNo valid."),
+					 errdetail("The bizNo does not check out, and no check character of 0-9 or A-Z fits its other characters as written: one of them was mistyped or two neighbouring characters were swapped."),
 					 errhint("The bizNo was mistyped or corrupted on its way: pass it exactly as it was issued.")));
 			break;
 	}

@@ -22,7 +22,7 @@
 
 #define CHECK_MODULUS		67
 #define ALPHABET_SIZE		66
-/* check values below this are the characters 0-9A-Z */
+/* check values below this are the characters 0-9A-Z, the check alphabet */
 #define READABLE_CHECKS		36
 
 #define MS_PER_DAY			INT64_C(86400000)
@@ -129,6 +129,15 @@ static bool
 is_key_char(unsigned char c)
 {
 	return key_char_value(c) >= 0;
+}
+
+/* Whether c is a check character the generator writes: 0-9A-Z. */
+static bool
+is_issued_check(unsigned char c)
+{
+	int			value = key_char_value(c);
+
+	return value >= 0 && value < READABLE_CHECKS;
 }
 
 static bool
@@ -317,9 +326,17 @@ bizno_format(char *buf, const char *prefix, size_t prefix_len,
 }
 
 /*
- * Split s into its parts.  BIZNO_BAD_CHECK means the structure is right but
- * the check character is not; then *expected_check receives the character
- * that would make it valid, or '\0' when no character can.
+ * Split s into its parts.  When the structure is right but the check fails,
+ * *expected_check receives the check character that fits the other
+ * characters as written if that is one of 0-9A-Z, and '\0' otherwise: the
+ * generator writes no other, so no other is ever named.
+ *
+ * The result is then BIZNO_UNISSUED_CHECK when the check character as
+ * written is none of 0-9A-Z but *expected_check is one: one error explains
+ * that only as a mistyped check character, and *expected_check is what it
+ * should be.  Otherwise it is BIZNO_BAD_CHECK, and any character may be the
+ * mistyped one, or two neighbours swapped: *expected_check is only what the
+ * check character of s as written would be, not a correction.
  */
 BiznoParseResult
 bizno_parse(const char *s, size_t len, BiznoParts *parts, char *expected_check)
@@ -379,6 +396,9 @@ bizno_parse(const char *s, size_t len, BiznoParts *parts, char *expected_check)
 		return BIZNO_VALID;
 
 	check = check_value(weighted_sum(s, 0, len - 1), len - 1);
-	*expected_check = check < ALPHABET_SIZE ? key_symbols[check] : '\0';
+	*expected_check = check < READABLE_CHECKS ? key_symbols[check] : '\0';
+	if (*expected_check != '\0' &&
+		!is_issued_check((unsigned char) tail[TAIL_CHECK]))
+		return BIZNO_UNISSUED_CHECK;
 	return BIZNO_BAD_CHECK;
 }

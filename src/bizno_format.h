@@ -52,7 +52,9 @@ typedef enum BiznoParseResult
 {
 	BIZNO_VALID,				/* in the generated format, check passes */
 	BIZNO_MALFORMED,			/* not in the generated format */
-	BIZNO_BAD_CHECK				/* in the format, but the check fails */
+	BIZNO_BAD_CHECK,			/* in the format, but the check fails */
+	BIZNO_UNISSUED_CHECK		/* in the format, the check fails, and the
+								 * check character is not of 0-9A-Z */
 } BiznoParseResult;
 
 extern bool bizno_prefix_is_valid(const char *s, size_t len);

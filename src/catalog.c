@@ -103,6 +103,8 @@ static uint64 invalidations = 0;
 /* the type cache hash values of pay_status and pay_action */
 static uint32 status_type_hash = 0;
 static uint32 action_type_hash = 0;
+/* the syscache hash values of the ledger's own trigger functions */
+static uint32 trigger_function_hashes[3];
 
 /* A type changed (hashvalue 0: all of them), or a schema was renamed. */
 static void
@@ -125,6 +127,23 @@ ForgetTables(Datum arg, Oid relid)
 		tables_valid = false;
 		invalidations++;
 	}
+}
+
+/*
+ * One of the ledger's own trigger functions changed: ALTER EXTENSION UPDATE
+ * points it at another entry point of the library, which direct writes,
+ * firing the triggers themselves, must call from then on.
+ */
+static void
+ForgetTriggerFunctions(Datum arg, int cacheid, uint32 hashvalue)
+{
+	for (size_t i = 0; i < lengthof(trigger_function_hashes); i++)
+		if (hashvalue == 0 || hashvalue == trigger_function_hashes[i])
+		{
+			tables_valid = false;
+			invalidations++;
+			return;
+		}
 }
 
 /* A constraint changed: a table's, or a domain's the ledger may use. */
@@ -639,6 +658,9 @@ LookupTables(void)
 	catalog.bookkeeping_function = LookupTriggerFunction(catalog.namespace,
 														 "pay_ledger_bookkeeping");
 	catalog.journal_function = LookupTriggerFunction(catalog.namespace, "pay_ledger_journal");
+	trigger_function_hashes[0] = GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(catalog.guard_function));
+	trigger_function_hashes[1] = GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(catalog.bookkeeping_function));
+	trigger_function_hashes[2] = GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(catalog.journal_function));
 	catalog.ledger = LookupRelation(catalog.namespace, "pay_ledger");
 	ledger = table_open(catalog.ledger, AccessShareLock);
 	LookupColumns(ledger, ledger_columns, LEDGER_COLUMNS, catalog.ledger_attnums);
@@ -676,6 +698,7 @@ PayCatalogGet(FunctionCallInfo fcinfo)
 		CacheRegisterSyscacheCallback(NAMESPACEOID, ForgetTypes, (Datum) 0);
 		CacheRegisterRelcacheCallback(ForgetTables, (Datum) 0);
 		CacheRegisterSyscacheCallback(CONSTROID, ForgetConstraints, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, ForgetTriggerFunctions, (Datum) 0);
 		callbacks_registered = true;
 	}
 

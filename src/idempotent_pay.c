@@ -29,10 +29,18 @@ int			pay_retry_failed = PAY_RETRY_AUTO;
 int			pay_stuck_after_ms = 5 * 60 * 1000;
 char	   *pay_notify_channel = NULL;
 char	   *pay_journal_note = NULL;
+int			pay_parameter_change = PAY_PARAMETER_CHANGE_ALLOW;
+int			pay_max_response_bytes = 65536;
 
 static const struct config_enum_entry retry_failed_options[] = {
 	{"auto", PAY_RETRY_AUTO, false},
 	{"manual", PAY_RETRY_MANUAL, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry parameter_change_options[] = {
+	{"allow", PAY_PARAMETER_CHANGE_ALLOW, false},
+	{"refuse", PAY_PARAMETER_CHANGE_REFUSE, false},
 	{NULL, 0, false}
 };
 
@@ -82,6 +90,29 @@ _PG_init(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * Superuser-only, as retry_failed: whether an order's amount may change
+	 * under the same bizNo is the business's rule, not one caller's.
+	 */
+	DefineCustomEnumVariable("idempotent_pay.parameter_change",
+							 "Whether a known payment's amount or currency may change while it is INIT or FAILED.",
+							 "allow: the new values replace the old ones, journaled; "
+							 "refuse: 55000 pay_parameter_changed.",
+							 &pay_parameter_change,
+							 PAY_PARAMETER_CHANGE_ALLOW, parameter_change_options,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idempotent_pay.max_response_bytes",
+							"The largest response pay_succeed stores for retries to replay.",
+							NULL,
+							&pay_max_response_bytes,
+							65536, 0, 1024 * 1024 * 1024,
+							PGC_SUSET,
+							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("idempotent_pay.stuck_after",
 							"How long a payment may be PROCESSING before pay_stats counts it as stuck.",

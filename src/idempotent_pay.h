@@ -30,4 +30,15 @@ extern char *pay_notify_channel;
 /* idempotent_pay.journal_note: a note for journal rows that carry none */
 extern char *pay_journal_note;
 
+/* idempotent_pay.parameter_change: may a known payment's amount change? */
+typedef enum PayParameterChange
+{
+	PAY_PARAMETER_CHANGE_ALLOW,
+	PAY_PARAMETER_CHANGE_REFUSE
+} PayParameterChange;
+extern int	pay_parameter_change;
+
+/* idempotent_pay.max_response_bytes: the largest response stored */
+extern int	pay_max_response_bytes;
+
 #endif							/* IDEMPOTENT_PAY_H */

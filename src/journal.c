@@ -15,6 +15,13 @@
  * UPDATE that does not set it leaves it NULL, so a note is never carried
  * over to a later change.
  *
+ * The SQL of 1.3 binds pay_ledger_bookkeeping_1_3, which also holds every
+ * write to 1.3's rules for a payment's values (amount.c): a currency is an
+ * active ISO 4217 code and the amount fits its minor units (22023), a
+ * payment enters SUCCESS only with the bank's reference (23514,
+ * pay_success_reference), and its texts are bounded (22001, 54000).  Rows
+ * a write does not change are left as they are.
+ *
  * pay_ledger_journal() (AFTER INSERT OR UPDATE) appends one journal row per
  * transition and per amount change (an UPDATE that changes none of status,
  * amount and currency is skipped), whoever wrote the ledger row -- the API
@@ -46,6 +53,7 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "access/table.h"
@@ -67,6 +75,7 @@
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
 
+#include "amount.h"
 #include "bizno.h"
 #include "catalog.h"
 #include "guard.h"
@@ -84,6 +93,7 @@ static SPIPlanPtr insert_plan = NULL;
 static uint64 insert_plan_generation = 0;
 
 PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping);
+PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping_1_3);
 PG_FUNCTION_INFO_V1(pay_ledger_journal);
 
 /*
@@ -186,10 +196,84 @@ CheckUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 }
 
 /*
- * pay_ledger_bookkeeping() returns trigger
+ * Hold a text column the write sets to its bound: characters (22001), or
+ * bytes for the response (54000).  Only a value longer in bytes than the
+ * bound is detoasted and counted.
  */
-Datum
-pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
+static void
+CheckColumnBound(Relation rel, HeapTuple tuple, AttrNumber attnum, int max_chars)
+{
+	bool		isnull;
+	Datum		value;
+
+	if (attnum == InvalidAttrNumber)
+		return;
+	value = GetColumn(tuple, rel, attnum, &isnull);
+	if (isnull || toast_raw_datum_size(value) - VARHDRSZ <= (Size) max_chars)
+		return;
+	PayCheckTextLength(DatumGetTextPP(value),
+					   NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname),
+					   max_chars);
+}
+
+/*
+ * The rules of 1.3 for the values of the row a write leaves, checked for
+ * what it changes (oldtuple NULL for an INSERT): currency and amount, the
+ * bank's reference of a success, the bounds of the texts.
+ */
+static void
+CheckPaymentValues(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple,
+				   HeapTuple tuple, int from, PayStatus status)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+	bool		isnull;
+	Datum		currency;
+
+#define CHANGED(attnum) \
+	((attnum) != InvalidAttrNumber && \
+	 (oldtuple == NULL || !PayColumnUnchanged(rel, oldtuple, tuple, (attnum))))
+
+	currency = GetColumn(tuple, rel, col[LEDGER_CURRENCY], &isnull);
+	if (!isnull && (CHANGED(col[LEDGER_CURRENCY]) || CHANGED(col[LEDGER_AMOUNT])))
+	{
+		bool		amount_null;
+		Datum		amount = GetColumn(tuple, rel, col[LEDGER_AMOUNT], &amount_null);
+
+		PayCheckCurrencyKnown(DatumGetTextPP(currency));
+		if (!amount_null)
+			PayCheckAmountFits(DatumGetNumeric(amount), DatumGetTextPP(currency));
+	}
+	if (oldtuple != NULL && status == PAY_SUCCESS && from != PAY_SUCCESS &&
+		heap_attisnull(tuple, col[LEDGER_CHANNEL_REF], RelationGetDescr(rel)))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("a payment enters SUCCESS only with the bank's reference"),
+				 errdetail("%s has no channel_ref.", PayRowKeyDescription(rel, tuple)),
+				 errhint("Settle it with pay_succeed(bizno, channel_ref, attempt), or set channel_ref in the same UPDATE."),
+				 errtable(rel),
+				 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_success_reference")));
+	if (CHANGED(col[LEDGER_CHANNEL_REF]))
+		CheckColumnBound(rel, tuple, col[LEDGER_CHANNEL_REF], PAY_CHANNEL_REF_MAX_CHARS);
+	if (CHANGED(col[LEDGER_LAST_ERROR]))
+		CheckColumnBound(rel, tuple, col[LEDGER_LAST_ERROR], PAY_NOTE_MAX_CHARS);
+	if (CHANGED(col[LEDGER_NOTE]))
+		CheckColumnBound(rel, tuple, col[LEDGER_NOTE], PAY_NOTE_MAX_CHARS);
+	if (CHANGED(col[LEDGER_RESPONSE]))
+	{
+		Datum		response = GetColumn(tuple, rel, col[LEDGER_RESPONSE], &isnull);
+
+		if (!isnull)
+			PayCheckResponseSize(response);
+	}
+#undef CHANGED
+}
+
+/*
+ * pay_ledger_bookkeeping() returns trigger, as the SQL of 1.0 to 1.2 binds
+ * it; pay_ledger_bookkeeping_1_3 adds 1.3's rules for a payment's values.
+ */
+static Datum
+Bookkeeping(FunctionCallInfo fcinfo, bool values_1_3)
 {
 	const PayCatalog *catalog = CheckLedgerTrigger(fcinfo, "pay_ledger_bookkeeping()",
 												   TRIGGER_EVENT_BEFORE);
@@ -244,6 +328,8 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 		values[ncolumns++] = now;
 		columns[ncolumns] = col[LEDGER_CREATED_AT];
 		values[ncolumns++] = now;
+		if (values_1_3)
+			CheckPaymentValues(catalog, rel, NULL, tuple, PAY_NEW_ROW, status);
 	}
 	else
 	{
@@ -269,6 +355,8 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 
 		from = LedgerStatus(catalog, rel, oldtuple);
 		status = LedgerStatus(catalog, rel, tuple);
+		if (values_1_3)
+			CheckPaymentValues(catalog, rel, oldtuple, tuple, from, status);
 		if (from == PAY_SUCCESS && col[LEDGER_RESPONSE] != InvalidAttrNumber &&
 			!PayColumnUnchanged(rel, oldtuple, tuple, col[LEDGER_RESPONSE]))
 			ereport(ERROR,
@@ -315,6 +403,18 @@ pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 	if (check_refund)
 		PayCheckRefund(catalog, rel, tuple, entering_processing);
 	return PointerGetDatum(tuple);
+}
+
+Datum
+pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
+{
+	return Bookkeeping(fcinfo, false);
+}
+
+Datum
+pay_ledger_bookkeeping_1_3(PG_FUNCTION_ARGS)
+{
+	return Bookkeeping(fcinfo, true);
 }
 
 static const char *

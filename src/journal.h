@@ -14,6 +14,7 @@
 #include "fmgr.h"
 
 extern Datum pay_ledger_bookkeeping(PG_FUNCTION_ARGS);
+extern Datum pay_ledger_bookkeeping_1_3(PG_FUNCTION_ARGS);
 extern Datum pay_ledger_journal(PG_FUNCTION_ARGS);
 
 #endif							/* JOURNAL_H */

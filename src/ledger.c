@@ -29,6 +29,18 @@
  * PayDecideBegin, settling and pay_transition ask PayTransitionVerdict
  * (machine.c).
  *
+ * Each version's SQL binds entry points of its own where the rules changed
+ * (PayApi), as pg_stat_statements does, so an installed 1.2 keeps 1.2's
+ * rules until ALTER EXTENSION UPDATE.  1.3's rules make the guarantee
+ * independent of the caller getting every detail right: the attempt of a
+ * settlement is required (the fencing token), a new payment needs amount
+ * and currency, an active ISO 4217 one with the amount in its minor units,
+ * a success needs the bank's reference, mismatches name the field
+ * (pay_amount_frozen, pay_currency_frozen, and pay_parameter_changed under
+ * idempotent_pay.parameter_change = refuse), texts are bounded, and a
+ * second charge is pay_succeed's result, SECOND_CHARGE, not a WARNING
+ * alone.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -48,6 +60,7 @@
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -61,6 +74,17 @@
 #include "ledger.h"
 #include "machine.h"
 #include "stats.h"
+
+/*
+ * The rules a version's SQL promised its callers; later versions keep the
+ * earlier ones' rules and add their own.
+ */
+typedef enum PayApi
+{
+	PAY_API_1_1,				/* 1.0 and 1.1 */
+	PAY_API_1_2,				/* a new payment needs its amount */
+	PAY_API_1_3					/* the guarantee does not depend on the caller */
+} PayApi;
 
 /* The saved plans of this file, in the order of plan_queries. */
 typedef enum LedgerPlan
@@ -187,6 +211,16 @@ PG_FUNCTION_INFO_V1(pay_fail);
 PG_FUNCTION_INFO_V1(pay_reset);
 PG_FUNCTION_INFO_V1(pay_transition);
 PG_FUNCTION_INFO_V1(pay_refund_open);
+PG_FUNCTION_INFO_V1(pay_open_1_3);
+PG_FUNCTION_INFO_V1(pay_begin_1_3);
+PG_FUNCTION_INFO_V1(pay_claim_1_3);
+PG_FUNCTION_INFO_V1(pay_open_claim_1_3);
+PG_FUNCTION_INFO_V1(pay_succeed_1_3);
+PG_FUNCTION_INFO_V1(pay_fail_1_3);
+PG_FUNCTION_INFO_V1(pay_reset_1_3);
+PG_FUNCTION_INFO_V1(pay_transition_1_3);
+PG_FUNCTION_INFO_V1(pay_refund_open_1_3);
+PG_FUNCTION_INFO_V1(pay_confirm_second_charge);
 
 /* Whether the ledger has the columns of 1.2 a write's note and answer go in. */
 static bool
@@ -500,9 +534,28 @@ RequireArgument(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errhint("Pass a value for %s.", name)));
 }
 
-/* Amount and currency arguments, each optional, held to amount.c's rule. */
+/*
+ * A text argument that is not required: NULL, or its C string once it is
+ * held to the bound of what it is (since 1.3).
+ */
+static const char *
+BoundedTextArgument(FunctionCallInfo fcinfo, int argno, const char *what,
+					int max_chars, PayApi api)
+{
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	if (api >= PAY_API_1_3)
+		PayCheckTextLength(PG_GETARG_TEXT_PP(argno), what, max_chars);
+	return TextDatumGetCString(PG_GETARG_DATUM(argno));
+}
+
+/*
+ * Amount and currency arguments, each optional, held to amount.c's rule;
+ * since 1.3 a currency is an active ISO 4217 code, in whose minor units the
+ * amount is given.
+ */
 static PaymentAmount
-AmountArguments(FunctionCallInfo fcinfo, int amount_arg, int currency_arg)
+AmountArguments(FunctionCallInfo fcinfo, int amount_arg, int currency_arg, PayApi api)
 {
 	PaymentAmount result = {0};
 
@@ -515,9 +568,13 @@ AmountArguments(FunctionCallInfo fcinfo, int amount_arg, int currency_arg)
 	if (!PG_ARGISNULL(currency_arg))
 	{
 		PayCheckCurrency(PG_GETARG_TEXT_PP(currency_arg));
+		if (api >= PAY_API_1_3)
+			PayCheckCurrencyKnown(PG_GETARG_TEXT_PP(currency_arg));
 		result.has_currency = true;
 		result.currency = PointerGetDatum(PG_GETARG_TEXT_PP(currency_arg));
 	}
+	if (api >= PAY_API_1_3 && result.has_amount && result.has_currency)
+		PayCheckAmountFits(DatumGetNumeric(result.amount), DatumGetTextPP(result.currency));
 	return result;
 }
 
@@ -533,17 +590,24 @@ TextEqual(Datum a, Datum b)
 }
 
 static bool
+AmountFieldDiffers(const LedgerRow *row, const PaymentAmount *amount)
+{
+	return amount->has_amount &&
+		(row->amount_null ||
+		 !DatumGetBool(DirectFunctionCall2(numeric_eq, row->amount, amount->amount)));
+}
+
+static bool
+CurrencyFieldDiffers(const LedgerRow *row, const PaymentAmount *amount)
+{
+	return amount->has_currency &&
+		(row->currency_null || !TextEqual(row->currency, amount->currency));
+}
+
+static bool
 AmountDiffers(const LedgerRow *row, const PaymentAmount *amount)
 {
-	if (amount->has_amount &&
-		(row->amount_null ||
-		 !DatumGetBool(DirectFunctionCall2(numeric_eq, row->amount, amount->amount))))
-		return true;
-	if (amount->has_currency &&
-		(row->currency_null ||
-		 !TextEqual(row->currency, amount->currency)))
-		return true;
-	return false;
+	return AmountFieldDiffers(row, amount) || CurrencyFieldDiffers(row, amount);
 }
 
 static const char *
@@ -556,14 +620,36 @@ AmountText(bool amount_null, Datum amount, bool currency_null, Datum currency)
 }
 
 /*
+ * Refuse (55000) a change of one field of a payment's amount -- the amount
+ * or the currency, named by constraint -- with both values.
+ */
+static void
+RaiseFieldChange(Datum bizno, const LedgerRow *row, const char *field,
+				 const char *recorded, const char *requested, const char *constraint)
+{
+	bool		frozen = PayStatusIsFrozen(row->status);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("payment %s is %s: its %s cannot change", TextDatumGetCString(bizno),
+					PayStatusName(row->status), field),
+			 errdetail("Recorded %s: %s; requested: %s.", field, recorded, requested),
+			 frozen ?
+			 errhint("A payment being charged or paid keeps its %s: fix the caller, or open a new business action for another one.", field) :
+			 errhint("idempotent_pay.parameter_change = refuse: a known bizNo keeps its amount and currency; open a new business action for other ones."),
+			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, constraint)));
+}
+
+/*
  * A payment keeps one amount while it is charged: a different amount is
  * refused (55000) while PROCESSING or SUCCESS, and replaced -- journaled by
- * the ledger's trigger -- while INIT or FAILED.  row must be locked when it
- * is INIT or FAILED.
+ * the ledger's trigger -- while INIT or FAILED, unless, since 1.3,
+ * idempotent_pay.parameter_change = refuse.  Since 1.3 the refusal names
+ * the field that differs.  row must be locked when it is INIT or FAILED.
  */
 static void
 ApplyAmount(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
-			const PaymentAmount *amount)
+			const PaymentAmount *amount, PayApi api)
 {
 	Datum		args[3];
 	char		nulls[3] = {' ', ' ', ' '};
@@ -571,6 +657,22 @@ ApplyAmount(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 	if (!AmountDiffers(row, amount))
 		return;
 
+	if (api >= PAY_API_1_3 &&
+		(PayStatusIsFrozen(row->status) || pay_parameter_change == PAY_PARAMETER_CHANGE_REFUSE))
+	{
+		bool		frozen = PayStatusIsFrozen(row->status);
+
+		if (CurrencyFieldDiffers(row, amount))
+			RaiseFieldChange(bizno, row, "currency",
+							 row->currency_null ? "(none)" : TextDatumGetCString(row->currency),
+							 TextDatumGetCString(amount->currency),
+							 frozen ? "pay_currency_frozen" : "pay_parameter_changed");
+		RaiseFieldChange(bizno, row, "amount",
+						 row->amount_null ? "(none)" :
+						 DatumGetCString(DirectFunctionCall1(numeric_out, row->amount)),
+						 DatumGetCString(DirectFunctionCall1(numeric_out, amount->amount)),
+						 frozen ? "pay_amount_frozen" : "pay_parameter_changed");
+	}
 	if (PayStatusIsFrozen(row->status))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -631,9 +733,9 @@ RaiseIfOrderTaken(const PayCatalog *catalog, Datum bizno)
  */
 static PayAction
 Begin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
-	  const PaymentAmount *amount, PayBeginDecision decision)
+	  const PaymentAmount *amount, PayBeginDecision decision, PayApi api)
 {
-	ApplyAmount(catalog, bizno, row, amount);
+	ApplyAmount(catalog, bizno, row, amount, api);
 	for (int i = 0; i < decision.nsteps; i++)
 		SetStatus(catalog, bizno, decision.steps[i],
 				  decision.steps[i] == PAY_INIT ?
@@ -650,7 +752,7 @@ Begin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
  */
 static PayAction
 Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
-	  const PaymentAmount *amount, bool amount_required, LedgerRow *after)
+	  const PaymentAmount *amount, PayApi api, LedgerRow *after)
 {
 	bool		retry_failed = pay_retry_failed == PAY_RETRY_AUTO;
 	PayBeginDecision decision;
@@ -663,12 +765,18 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 		CHECK_FOR_INTERRUPTS();
 		if (!ProbeRow(fcinfo, bizno, &row))
 		{
-			if (amount_required && !amount->has_amount)
+			if (api >= PAY_API_1_2 && !amount->has_amount)
 				ereport(ERROR,
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("payment %s is new: its amount must not be null",
 								TextDatumGetCString(bizno)),
-						 errhint("Pass the amount (and currency) to charge with the first claim, or open the payment with pay_open.")));
+						 errhint("Pass the amount and currency to charge with the first claim, or open the payment with pay_open.")));
+			if (api >= PAY_API_1_3 && !amount->has_currency)
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("payment %s is new: its currency must not be null",
+								TextDatumGetCString(bizno)),
+						 errhint("Pass the amount and currency to charge with the first claim, or open the payment with pay_open.")));
 			decision = PayDecideBegin(PAY_NEW_ROW, retry_failed);
 			if (InsertRow(fcinfo, catalog, PLAN_INSERT, bizno, decision.steps[0], amount))
 			{
@@ -702,7 +810,7 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 			decision = PayDecideBegin(row.status, retry_failed);
 			row_is_current = false;
 		}
-		action = Begin(catalog, bizno, &row, amount, decision);
+		action = Begin(catalog, bizno, &row, amount, decision, api);
 		break;
 	}
 
@@ -719,21 +827,22 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 /*
  * pay_begin(bizno text, amount numeric, currency text) returns pay_action
  *
- * Two entry points, as pg_stat_statements keeps them: the SQL of 1.2 binds
- * pay_begin_1_2, which refuses a new payment without an amount (22004);
- * the SQL of 1.0 and 1.1, still installed until ALTER EXTENSION UPDATE,
- * binds pay_begin, which records it with none, as those versions did.
+ * An entry point per version, as pg_stat_statements keeps them: the SQL of
+ * 1.3 binds pay_begin_1_3, that of 1.2 pay_begin_1_2, which refuses a new
+ * payment without an amount (22004); the SQL of 1.0 and 1.1, still
+ * installed until ALTER EXTENSION UPDATE, binds pay_begin, which records it
+ * with none, as those versions did.
  */
 static Datum
-BeginPayment(FunctionCallInfo fcinfo, bool amount_required)
+BeginPayment(FunctionCallInfo fcinfo, PayApi api)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	Datum		bizno = KeyArgument(fcinfo, 0);
-	PaymentAmount amount = AmountArguments(fcinfo, 1, 2);
+	PaymentAmount amount = AmountArguments(fcinfo, 1, 2, api);
 	PayAction	action;
 
 	SPI_connect();
-	action = Claim(fcinfo, catalog, bizno, &amount, amount_required, NULL);
+	action = Claim(fcinfo, catalog, bizno, &amount, api, NULL);
 	SPI_finish();
 
 	PayStatsCountAnswer(action);
@@ -744,14 +853,20 @@ BeginPayment(FunctionCallInfo fcinfo, bool amount_required)
 Datum
 pay_begin(PG_FUNCTION_ARGS)
 {
-	return BeginPayment(fcinfo, false);
+	return BeginPayment(fcinfo, PAY_API_1_1);
 }
 
 /* pay_begin as the SQL of 1.2 binds it: a new payment needs its amount */
 Datum
 pay_begin_1_2(PG_FUNCTION_ARGS)
 {
-	return BeginPayment(fcinfo, true);
+	return BeginPayment(fcinfo, PAY_API_1_2);
+}
+
+Datum
+pay_begin_1_3(PG_FUNCTION_ARGS)
+{
+	return BeginPayment(fcinfo, PAY_API_1_3);
 }
 
 /*
@@ -790,18 +905,18 @@ ClaimResult(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
  * the attempt to charge under (PROCEED) or in flight (IN_PROGRESS), and
  * the reference and stored response of a success (ALREADY_SUCCEEDED).
  */
-Datum
-pay_claim(PG_FUNCTION_ARGS)
+static Datum
+ClaimPayment(FunctionCallInfo fcinfo, PayApi api)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	Datum		bizno = KeyArgument(fcinfo, 0);
-	PaymentAmount amount = AmountArguments(fcinfo, 1, 2);
+	PaymentAmount amount = AmountArguments(fcinfo, 1, 2, api);
 	PayAction	action;
 	LedgerRow	row;
 	Datum		result;
 
 	SPI_connect();
-	action = Claim(fcinfo, catalog, bizno, &amount, true, &row);
+	action = Claim(fcinfo, catalog, bizno, &amount, api, &row);
 	result = SPI_datumTransfer(ClaimResult(fcinfo, catalog, bizno, action, &row), false, -1);
 	SPI_finish();
 
@@ -809,17 +924,50 @@ pay_claim(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(result);
 }
 
+Datum
+pay_claim(PG_FUNCTION_ARGS)
+{
+	return ClaimPayment(fcinfo, PAY_API_1_2);
+}
+
+Datum
+pay_claim_1_3(PG_FUNCTION_ARGS)
+{
+	return ClaimPayment(fcinfo, PAY_API_1_3);
+}
+
+/*
+ * How the journal records a second charge: as 1.2 did (counted as captured
+ * at once), reported by a settlement since 1.3 (counted once a bank
+ * statement confirms it), or confirmed by a statement (pay_reconcile).  The
+ * notes are the journal's record of which: pay_refund_balance, pay_verify
+ * and pay_stats read them.
+ */
+typedef enum SecondCharge
+{
+	SECOND_CHARGE_1_2,
+	SECOND_CHARGE_REPORTED,
+	SECOND_CHARGE_CONFIRMED
+} SecondCharge;
+
+static const char *const second_charge_notes[] = {
+	[SECOND_CHARGE_1_2] = "second charge: the bank reported %s for a payment settled as %s",
+	[SECOND_CHARGE_REPORTED] = "second charge reported: %s, for a payment settled as %s",
+	[SECOND_CHARGE_CONFIRMED] = "second charge confirmed by a statement: %s, for a payment settled as %s",
+};
+
 /*
  * A success reported again under another bank reference: the bank charged
  * twice.  The payment keeps its first reference and answer; the journal
- * records the second reference, and the caller gets a WARNING
- * (pay_second_charge) saying to refund it.  Not an ERROR: PostgreSQL has no
- * autonomous transactions, and an error would roll back the journal row
+ * records the second reference, once per reference, and the caller gets a
+ * WARNING (pay_second_charge) saying to refund it -- and since 1.3 the
+ * result SECOND_CHARGE, which no driver drops.  Not an ERROR: PostgreSQL has
+ * no autonomous transactions, and an error would roll back the journal row
  * that is the evidence.
  */
 static void
 JournalSecondCharge(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
-					Datum channel_ref)
+					Datum channel_ref, SecondCharge kind)
 {
 	char	   *second = TextDatumGetCString(channel_ref);
 	char	   *first = TextDatumGetCString(row->channel_ref);
@@ -828,9 +976,10 @@ JournalSecondCharge(const PayCatalog *catalog, Datum bizno, const LedgerRow *row
 	args[0] = bizno;
 	/* the session's role, as the journal trigger names it, not the owner */
 	args[2] = CStringGetTextDatum(GetUserNameFromId(GetOuterUserId(), false));
-	args[1] = CStringGetTextDatum(psprintf("second charge: the bank reported %s for a payment settled as %s",
-										   second, first));
+	args[1] = CStringGetTextDatum(psprintf(second_charge_notes[kind], second, first));
 	RunPlan(catalog, PLAN_JOURNAL_SECOND_CHARGE, args, NULL);
+	if (kind == SECOND_CHARGE_CONFIRMED)
+		return;
 	ereport(WARNING,
 			(errcode(ERRCODE_WARNING),
 			 errmsg("payment %s succeeded already under %s; the bank reports another charge, %s",
@@ -869,11 +1018,65 @@ SettleRow(FunctionCallInfo fcinfo, const PayCatalog *catalog, PayStatus target,
 }
 
 /*
- * pay_succeed and pay_fail: PROCESSING -> target, a no-op on target.
- * attempt, when given, must be the current attempt (a fencing token).
+ * Refuse (55000) a settlement for an attempt that is not the current one,
+ * saying which it is: a late answer for an earlier attempt, or an attempt
+ * never claimed.
+ */
+static void
+RaiseOtherAttempt(Datum bizno, const LedgerRow *row, int32 attempt)
+{
+	bool		earlier = attempt < row->attempt;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 earlier ?
+			 errmsg("attempt %d of payment %s is not the current one",
+					attempt, TextDatumGetCString(bizno)) :
+			 errmsg("attempt %d of payment %s was never claimed",
+					attempt, TextDatumGetCString(bizno)),
+			 errdetail("The current attempt is %d, %s.", row->attempt,
+					   PayStatusName(row->status)),
+			 earlier ?
+			 errhint("A late answer for an earlier attempt: the payment has moved on and keeps its state; "
+					 "if the bank charged that attempt, reconcile it.") :
+			 errhint("Settle with the attempt pay_claim returned when it answered PROCEED; "
+					 "an attempt is claimed before it is charged."),
+			 err_generic_string(PG_DIAG_CONSTRAINT_NAME,
+								earlier ? "pay_stale_attempt" : "pay_unclaimed_attempt")));
+}
+
+/*
+ * pay_succeed's result since 1.3 (pay_settlement): SUCCESS, or
+ * SECOND_CHARGE when the bank reported another charge of a payment that
+ * had succeeded already.  Its labels are looked up once per call site.
  */
 static Datum
-Settle(FunctionCallInfo fcinfo, PayStatus target)
+SettlementResult(FunctionCallInfo fcinfo, bool second_charge)
+{
+	Oid		   *labels = fcinfo->flinfo->fn_extra;
+
+	if (labels == NULL)
+	{
+		Oid			type = get_func_rettype(fcinfo->flinfo->fn_oid);
+
+		labels = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, 2 * sizeof(Oid));
+		labels[0] = DatumGetObjectId(DirectFunctionCall2(enum_in, CStringGetDatum("SUCCESS"),
+														 ObjectIdGetDatum(type)));
+		labels[1] = DatumGetObjectId(DirectFunctionCall2(enum_in, CStringGetDatum("SECOND_CHARGE"),
+														 ObjectIdGetDatum(type)));
+		fcinfo->flinfo->fn_extra = labels;
+	}
+	return ObjectIdGetDatum(labels[second_charge ? 1 : 0]);
+}
+
+/*
+ * pay_succeed and pay_fail: PROCESSING -> target, a no-op on target.
+ * attempt, when given, must be the current attempt (a fencing token);
+ * since 1.3 it must be given, and a success must bring the bank's
+ * reference.
+ */
+static Datum
+Settle(FunctionCallInfo fcinfo, PayStatus target, PayApi api)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	Datum		bizno = KeyArgument(fcinfo, 0);
@@ -882,6 +1085,27 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 	char		nulls[7] = {' ', ' ', 'n', 'n', ' ', 'n', 'n'};
 	LedgerRow	row;
 	int32		settled_attempt = -1;	/* the attempt last found PROCESSING */
+	bool		second_charge = false;
+
+	if (api >= PAY_API_1_3)
+	{
+		if (target == PAY_SUCCESS && PG_ARGISNULL(1))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("channel_ref must not be null"),
+					 errhint("Pass the bank's reference of the charge: a success is known by it, and a second charge is told from it.")));
+		if (PG_ARGISNULL(2))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("attempt must not be null"),
+					 errhint("Pass the attempt pay_claim returned: it keeps a late answer for an earlier attempt from settling a later one.")));
+		if (target == PAY_SUCCESS)
+			PayCheckTextLength(PG_GETARG_TEXT_PP(1), "channel_ref", PAY_CHANNEL_REF_MAX_CHARS);
+		else if (!PG_ARGISNULL(1))
+			PayCheckTextLength(PG_GETARG_TEXT_PP(1), "reason", PAY_NOTE_MAX_CHARS);
+		if (target == PAY_SUCCESS && !PG_ARGISNULL(3))
+			PayCheckResponseSize(PG_GETARG_DATUM(3));
+	}
 
 	args[0] = bizno;
 	args[1] = PayStatusGetDatum(catalog, target);
@@ -919,19 +1143,15 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 		if (!ProbeRow(fcinfo, bizno, &row))
 			RaiseUnknownPayment(bizno);
 		if (!PG_ARGISNULL(2) && row.attempt != PG_GETARG_INT32(2))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("attempt %d of payment %s is not the current one",
-							PG_GETARG_INT32(2), TextDatumGetCString(bizno)),
-					 errdetail("The current attempt is %d, %s.", row.attempt,
-							   PayStatusName(row.status)),
-					 errhint("A late answer for an earlier attempt: the payment has moved on and keeps its state; "
-							 "if the bank charged that attempt, reconcile it."),
-					 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_stale_attempt")));
+			RaiseOtherAttempt(bizno, &row, PG_GETARG_INT32(2));
 		verdict = PayTransitionVerdict(row.status, target);
 		if (verdict == PAY_NO_OP && target == PAY_SUCCESS && !PG_ARGISNULL(1) &&
 			!row.channel_ref_null && !TextEqual(row.channel_ref, PG_GETARG_DATUM(1)))
-			JournalSecondCharge(catalog, bizno, &row, PG_GETARG_DATUM(1));
+		{
+			JournalSecondCharge(catalog, bizno, &row, PG_GETARG_DATUM(1),
+								api >= PAY_API_1_3 ? SECOND_CHARGE_REPORTED : SECOND_CHARGE_1_2);
+			second_charge = true;
+		}
 		if (verdict == PAY_NO_OP)
 			break;				/* a duplicate callback */
 		if (verdict == PAY_ILLEGAL)
@@ -943,26 +1163,76 @@ Settle(FunctionCallInfo fcinfo, PayStatus target)
 	}
 	SPI_finish();
 
+	if (api >= PAY_API_1_3 && target == PAY_SUCCESS)
+		PG_RETURN_DATUM(SettlementResult(fcinfo, second_charge));
 	PG_RETURN_DATUM(PayStatusGetDatum(catalog, target));
 }
 
 /*
  * pay_succeed(bizno text, channel_ref text, attempt int [, response jsonb])
- * returns pay_status; the response argument exists since 1.2.
+ * returns pay_status; the response argument exists since 1.2.  Since 1.3:
+ * channel_ref and attempt required, returns pay_settlement.
  */
 Datum
 pay_succeed(PG_FUNCTION_ARGS)
 {
-	return Settle(fcinfo, PAY_SUCCESS);
+	return Settle(fcinfo, PAY_SUCCESS, PAY_API_1_2);
+}
+
+Datum
+pay_succeed_1_3(PG_FUNCTION_ARGS)
+{
+	return Settle(fcinfo, PAY_SUCCESS, PAY_API_1_3);
 }
 
 /*
- * pay_fail(bizno text, reason text, attempt int) returns pay_status
+ * pay_fail(bizno text, reason text, attempt int) returns pay_status;
+ * since 1.3 attempt is required.
  */
 Datum
 pay_fail(PG_FUNCTION_ARGS)
 {
-	return Settle(fcinfo, PAY_FAILED);
+	return Settle(fcinfo, PAY_FAILED, PAY_API_1_2);
+}
+
+Datum
+pay_fail_1_3(PG_FUNCTION_ARGS)
+{
+	return Settle(fcinfo, PAY_FAILED, PAY_API_1_3);
+}
+
+/*
+ * pay_confirm_second_charge(bizno text, channel_ref text) returns void
+ *
+ * A bank statement shows a second charge of SUCCESS payment bizno under
+ * channel_ref (pay_reconcile calls it): journaled once as confirmed, from
+ * then on counted as captured, so that it can be refunded.  The reference
+ * of the payment's own success is no second charge: nothing to do.
+ */
+Datum
+pay_confirm_second_charge(PG_FUNCTION_ARGS)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	Datum		bizno = KeyArgument(fcinfo, 0);
+	LedgerRow	row;
+
+	RequireArgument(fcinfo, 1, "channel_ref");
+	PayCheckTextLength(PG_GETARG_TEXT_PP(1), "channel_ref", PAY_CHANNEL_REF_MAX_CHARS);
+	SPI_connect();
+	if (!LockRow(catalog, bizno, &row) || !ProbeRow(fcinfo, bizno, &row))
+		RaiseUnknownPayment(bizno);
+	if (row.status != PAY_SUCCESS || row.channel_ref_null)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("payment %s is %s%s: a second charge is one of a settled payment",
+						TextDatumGetCString(bizno), PayStatusName(row.status),
+						row.status == PAY_SUCCESS ? " without a reference" : ""),
+				 errhint("Settle the payment with its first charge's reference (pay_succeed) before confirming another."),
+				 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_not_settled")));
+	if (!TextEqual(row.channel_ref, PG_GETARG_DATUM(1)))
+		JournalSecondCharge(catalog, bizno, &row, PG_GETARG_DATUM(1), SECOND_CHARGE_CONFIRMED);
+	SPI_finish();
+	PG_RETURN_VOID();
 }
 
 /*
@@ -997,28 +1267,52 @@ GuardedTransition(FunctionCallInfo fcinfo, Datum bizno, PayStatus target,
 /*
  * pay_reset(bizno text, note text) returns pay_status
  */
-Datum
-pay_reset(PG_FUNCTION_ARGS)
+static Datum
+ResetPayment(FunctionCallInfo fcinfo, PayApi api)
 {
 	Datum		bizno = KeyArgument(fcinfo, 0);
 
 	RequireArgument(fcinfo, 1, "note");
 	return GuardedTransition(fcinfo, bizno, PAY_INIT,
-							 TextDatumGetCString(PG_GETARG_DATUM(1)));
+							 BoundedTextArgument(fcinfo, 1, "note", PAY_NOTE_MAX_CHARS, api));
+}
+
+Datum
+pay_reset(PG_FUNCTION_ARGS)
+{
+	return ResetPayment(fcinfo, PAY_API_1_2);
+}
+
+Datum
+pay_reset_1_3(PG_FUNCTION_ARGS)
+{
+	return ResetPayment(fcinfo, PAY_API_1_3);
 }
 
 /*
  * pay_transition(bizno text, target pay_status, note text) returns pay_status
  */
-Datum
-pay_transition(PG_FUNCTION_ARGS)
+static Datum
+TransitionPayment(FunctionCallInfo fcinfo, PayApi api)
 {
 	Datum		bizno = KeyArgument(fcinfo, 0);
 
 	RequireArgument(fcinfo, 1, "target");
 	return GuardedTransition(fcinfo, bizno,
 							 PayStatusFromLabel(PayCatalogGet(fcinfo), PG_GETARG_OID(1)),
-							 PG_ARGISNULL(2) ? NULL : TextDatumGetCString(PG_GETARG_DATUM(2)));
+							 BoundedTextArgument(fcinfo, 2, "note", PAY_NOTE_MAX_CHARS, api));
+}
+
+Datum
+pay_transition(PG_FUNCTION_ARGS)
+{
+	return TransitionPayment(fcinfo, PAY_API_1_2);
+}
+
+Datum
+pay_transition_1_3(PG_FUNCTION_ARGS)
+{
+	return TransitionPayment(fcinfo, PAY_API_1_3);
 }
 
 /*
@@ -1027,7 +1321,8 @@ pay_transition(PG_FUNCTION_ARGS)
  * Call it inside SPI; the bizNo is in the caller's memory.
  */
 static Datum
-OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amount)
+OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amount,
+		  PayApi api)
 {
 	text	   *prefix;
 	text	   *biz_id;
@@ -1040,10 +1335,12 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 	RequireArgument(fcinfo, 0, "prefix");
 	RequireArgument(fcinfo, 1, "biz_id");
 	RequireArgument(fcinfo, 2, "amount");
+	if (api >= PAY_API_1_3)
+		RequireArgument(fcinfo, 3, "currency");
 	prefix = PG_GETARG_TEXT_PP(0);
 	biz_id = PG_GETARG_TEXT_PP(1);
 	BiznoCheckParts(prefix, biz_id);
-	*amount = AmountArguments(fcinfo, 2, 3);
+	*amount = AmountArguments(fcinfo, 2, 3, api);
 	order[0] = PointerGetDatum(prefix);
 	order[1] = PointerGetDatum(biz_id);
 
@@ -1057,7 +1354,7 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 			{
 				if (!LockRow(catalog, bizno, &row))
 					continue;	/* deleted meanwhile */
-				ApplyAmount(catalog, bizno, &row, amount);
+				ApplyAmount(catalog, bizno, &row, amount, api);
 			}
 			return bizno;
 		}
@@ -1085,18 +1382,30 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
  * pay_open(prefix text, biz_id text, amount numeric, currency text)
  * returns text: the bizNo of this business action, recorded as INIT.
  */
-Datum
-pay_open(PG_FUNCTION_ARGS)
+static Datum
+OpenPayment(FunctionCallInfo fcinfo, PayApi api)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	PaymentAmount amount;
 	Datum		bizno;
 
 	SPI_connect();
-	bizno = OpenOrder(fcinfo, catalog, &amount);
+	bizno = OpenOrder(fcinfo, catalog, &amount, api);
 	SPI_finish();
 
 	PG_RETURN_DATUM(bizno);
+}
+
+Datum
+pay_open(PG_FUNCTION_ARGS)
+{
+	return OpenPayment(fcinfo, PAY_API_1_2);
+}
+
+Datum
+pay_open_1_3(PG_FUNCTION_ARGS)
+{
+	return OpenPayment(fcinfo, PAY_API_1_3);
 }
 
 /*
@@ -1107,8 +1416,8 @@ pay_open(PG_FUNCTION_ARGS)
  * pay_open and pay_claim in one call: the common case of an application
  * that knows its order and wants to charge it.
  */
-Datum
-pay_open_claim(PG_FUNCTION_ARGS)
+static Datum
+OpenClaimPayment(FunctionCallInfo fcinfo, PayApi api)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	PaymentAmount amount;
@@ -1118,13 +1427,25 @@ pay_open_claim(PG_FUNCTION_ARGS)
 	Datum		result;
 
 	SPI_connect();
-	bizno = OpenOrder(fcinfo, catalog, &amount);
-	action = Claim(fcinfo, catalog, bizno, &amount, true, &row);
+	bizno = OpenOrder(fcinfo, catalog, &amount, api);
+	action = Claim(fcinfo, catalog, bizno, &amount, api, &row);
 	result = SPI_datumTransfer(ClaimResult(fcinfo, catalog, bizno, action, &row), false, -1);
 	SPI_finish();
 
 	PayStatsCountAnswer(action);
 	PG_RETURN_DATUM(result);
+}
+
+Datum
+pay_open_claim(PG_FUNCTION_ARGS)
+{
+	return OpenClaimPayment(fcinfo, PAY_API_1_2);
+}
+
+Datum
+pay_open_claim_1_3(PG_FUNCTION_ARGS)
+{
+	return OpenClaimPayment(fcinfo, PAY_API_1_3);
 }
 
 /*
@@ -1164,8 +1485,8 @@ NewRefundKey(Datum parent, bool order_null, Datum prefix, Datum biz_id)
  * ledger's trigger holds it to the rules of refunds (refund.c) on every
  * write, this one included.
  */
-Datum
-pay_refund_open(PG_FUNCTION_ARGS)
+static Datum
+OpenRefund(FunctionCallInfo fcinfo, PayApi api)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	Datum		parent = KeyArgument(fcinfo, 0);
@@ -1173,6 +1494,7 @@ pay_refund_open(PG_FUNCTION_ARGS)
 	PaymentAmount amount = {0};
 	Datum		refund_key;
 	Datum		key[2];
+	const char *reason;
 	const char *note;
 	LedgerPlan	insert = PLAN_INSERT_REFUND;
 
@@ -1183,9 +1505,9 @@ pay_refund_open(PG_FUNCTION_ARGS)
 	PayCheckAmount(PG_GETARG_NUMERIC(2));
 	amount.has_amount = true;
 	amount.amount = PG_GETARG_DATUM(2);
+	reason = BoundedTextArgument(fcinfo, 3, "reason", PAY_NOTE_MAX_CHARS, api);
 	note = psprintf("refund %s of payment %s%s%s", TextDatumGetCString(refund_key),
-					TextDatumGetCString(parent), PG_ARGISNULL(3) ? "" : ": ",
-					PG_ARGISNULL(3) ? "" : TextDatumGetCString(PG_GETARG_DATUM(3)));
+					TextDatumGetCString(parent), reason ? ": " : "", reason ? reason : "");
 	key[0] = parent;
 	key[1] = refund_key;
 
@@ -1261,4 +1583,16 @@ pay_refund_open(PG_FUNCTION_ARGS)
 		 */
 		insert = PLAN_INSERT_REFUND_STRICT;
 	}
+}
+
+Datum
+pay_refund_open(PG_FUNCTION_ARGS)
+{
+	return OpenRefund(fcinfo, PAY_API_1_2);
+}
+
+Datum
+pay_refund_open_1_3(PG_FUNCTION_ARGS)
+{
+	return OpenRefund(fcinfo, PAY_API_1_3);
 }

@@ -7,7 +7,9 @@
  * more also steer the generator: the bizNo formatted from their bytes must
  * parse back to exactly its parts, and one substitution or one adjacent
  * transposition chosen by the input must be caught by the check character.
- * A violated property aborts, which libFuzzer reports as a crash.
+ * A failed check never names a check character the generator cannot write,
+ * and says what the check character should be only when it was the one
+ * mistyped.  A violated property aborts, which libFuzzer reports as a crash.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +27,12 @@ require(int condition)
 {
 	if (!condition)
 		abort();
+}
+
+static int
+is_issued_check(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z');
 }
 
 static uint64_t
@@ -54,6 +62,10 @@ check_arbitrary_input(const char *s, size_t size)
 		require(parts.node_id >= 0 && parts.node_id <= BIZNO_NODE_ID_MAX);
 		require(parts.issued_ms >= 0 && parts.issued_ms < BIZNO_MS_LIMIT);
 	}
+	if (result == BIZNO_BAD_CHECK)
+		require(expected_check == '\0' || is_issued_check(expected_check));
+	if (result == BIZNO_UNISSUED_CHECK)
+		require(is_issued_check(expected_check) && !is_issued_check(s[size - 1]));
 }
 
 static void
@@ -72,6 +84,7 @@ check_generated(const uint8_t *data, size_t size)
 	BiznoParts	parts;
 	char		expected_check;
 	size_t		position;
+	BiznoParseResult result;
 
 	for (size_t i = 0; i < prefix_len; i++)
 		prefix[i] = key_alphabet[data[(12 + i) % size] % 36];
@@ -85,20 +98,35 @@ check_generated(const uint8_t *data, size_t size)
 	require(parts.biz_id_len == biz_id_len && memcmp(parts.biz_id, biz_id, biz_id_len) == 0);
 	require(parts.issued_ms == issued_ms && parts.node_id == node_id);
 
-	/* one substitution */
+	/*
+	 * one substitution: of the check character, the right one is named;
+	 * elsewhere, no check character is said to be the right one
+	 */
 	position = data[14] % len;
 	memcpy(mutant, bizno, len + 1);
 	mutant[position] = key_alphabet[data[15] % 66];
 	if (mutant[position] != bizno[position])
-		require(bizno_parse(mutant, len, &parts, &expected_check) != BIZNO_VALID);
+	{
+		result = bizno_parse(mutant, len, &parts, &expected_check);
+		require(result != BIZNO_VALID);
+		if (position == len - 1)
+			require(expected_check == bizno[len - 1] &&
+					result == (is_issued_check(mutant[position]) ?
+							   BIZNO_BAD_CHECK : BIZNO_UNISSUED_CHECK));
+		else
+			require(result != BIZNO_UNISSUED_CHECK);
+	}
 
-	/* one adjacent transposition */
+	/* one adjacent transposition: no check character is said to be right */
 	position = data[13] % (len - 1);
 	memcpy(mutant, bizno, len + 1);
 	mutant[position] = bizno[position + 1];
 	mutant[position + 1] = bizno[position];
 	if (mutant[position] != bizno[position])
-		require(bizno_parse(mutant, len, &parts, &expected_check) != BIZNO_VALID);
+	{
+		result = bizno_parse(mutant, len, &parts, &expected_check);
+		require(result != BIZNO_VALID && result != BIZNO_UNISSUED_CHECK);
+	}
 }
 
 int

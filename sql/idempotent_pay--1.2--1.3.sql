@@ -1,0 +1,585 @@
+/* idempotent_pay 1.2 -> 1.3: the guarantee does not depend on the caller getting every detail right */
+
+\echo Use "ALTER EXTENSION idempotent_pay UPDATE TO '1.3'" to load this file. \quit
+
+-- The currencies a payment may be in: ISO 4217's active codes with their
+-- minor units, compiled into the library (src/currency.c).
+CREATE FUNCTION @extschema@.pay_currency_list(OUT code text, OUT minor_units integer, OUT name text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pay_currency_list'
+LANGUAGE C STABLE STRICT PARALLEL SAFE ROWS 170;
+
+CREATE VIEW @extschema@.pay_currencies AS
+    SELECT c.code, c.minor_units, c.name FROM @extschema@.pay_currency_list() AS c;
+
+COMMENT ON VIEW @extschema@.pay_currencies IS
+'The currencies a payment may be in: ISO 4217''s active codes, with the decimals an amount in each may have';
+
+GRANT SELECT ON @extschema@.pay_currencies TO PUBLIC;
+
+-- Every write of the ledger holds to 1.3's rules for a payment's values:
+-- a known currency, an amount in its minor units, a success's reference,
+-- bounded texts (src/journal.c).
+CREATE OR REPLACE FUNCTION @extschema@.pay_ledger_bookkeeping()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'pay_ledger_bookkeeping_1_3'
+LANGUAGE C;
+
+-- The API binds 1.3's entry points (src/ledger.c): the attempt required,
+-- amount and currency required for a new payment, a success's reference
+-- required, mismatches named by field, bounded texts.  The defaults stay
+-- (PostgreSQL cannot drop them in place); a NULL where a value is required
+-- is 22004 naming it.
+CREATE OR REPLACE FUNCTION @extschema@.pay_open(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_open_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_begin(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
+RETURNS @extschema@.pay_action
+AS 'MODULE_PATHNAME', 'pay_begin_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_claim(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
+RETURNS @extschema@.pay_claim
+AS 'MODULE_PATHNAME', 'pay_claim_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_open_claim(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL,
+    OUT bizno text, OUT action @extschema@.pay_action, OUT attempt integer, OUT status @extschema@.pay_status,
+    OUT channel_ref text, OUT response jsonb)
+RETURNS record
+AS 'MODULE_PATHNAME', 'pay_open_claim_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_fail(bizno text, reason text DEFAULT NULL, attempt integer DEFAULT NULL)
+RETURNS @extschema@.pay_status
+AS 'MODULE_PATHNAME', 'pay_fail_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+COMMENT ON FUNCTION @extschema@.pay_fail(text, text, integer) IS
+'PROCESSING -> FAILED under the attempt pay_claim returned (required); a no-op on FAILED';
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_reset(bizno text, note text)
+RETURNS @extschema@.pay_status
+AS 'MODULE_PATHNAME', 'pay_reset_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_transition(bizno text, target @extschema@.pay_status, note text DEFAULT NULL)
+RETURNS @extschema@.pay_status
+AS 'MODULE_PATHNAME', 'pay_transition_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_refund_open(bizno text, refund_key text, amount numeric, reason text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_refund_open_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+-- pay_succeed answers with its result whether the bank charged twice:
+-- SUCCESS, or SECOND_CHARGE -- a value every driver shows, where a WARNING
+-- needs a notice handler.  A new return type makes it a new function; its
+-- callers are noted and granted it again.
+CREATE TYPE @extschema@.pay_settlement AS ENUM ('SUCCESS', 'SECOND_CHARGE');
+
+COMMENT ON TYPE @extschema@.pay_settlement IS
+'What pay_succeed answers: SUCCESS, or SECOND_CHARGE when the bank reported another charge of a payment that had succeeded (refund it)';
+
+CREATE TEMPORARY TABLE pay_succeed_grantees ON COMMIT DROP AS
+    SELECT a.grantee::pg_catalog.regrole AS grantee
+    FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+    WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.pay_succeed(text, text, integer, jsonb)'::pg_catalog.regprocedure
+      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+      AND a.grantee OPERATOR(pg_catalog.<>) 0;
+
+DROP FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb);
+CREATE FUNCTION @extschema@.pay_succeed(bizno text, channel_ref text DEFAULT NULL, attempt integer DEFAULT NULL,
+                                        response jsonb DEFAULT NULL)
+RETURNS @extschema@.pay_settlement
+AS 'MODULE_PATHNAME', 'pay_succeed_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+COMMENT ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb) IS
+'PROCESSING -> SUCCESS under the attempt pay_claim returned, with the bank''s reference (both required), storing the response every later claim replays; on SUCCESS a no-op, or SECOND_CHARGE when it brings another reference';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb) FROM PUBLIC;
+
+DO $$
+DECLARE
+    noted record;
+BEGIN
+    FOR noted IN SELECT g.grantee FROM pg_temp.pay_succeed_grantees AS g LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb) TO %s',
+                                  noted.grantee);
+    END LOOP;
+END
+$$;
+DROP TABLE pg_temp.pay_succeed_grantees;
+
+-- Second charges: reported by a settlement (pay_succeed with another
+-- reference), confirmed by a bank statement (pay_reconcile, through
+-- pay_confirm_second_charge).  Only a confirmed one counts as captured.
+CREATE FUNCTION @extschema@.pay_confirm_second_charge(bizno text, channel_ref text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pay_confirm_second_charge'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_confirm_second_charge(text, text) IS
+'A bank statement shows another charge of SUCCESS payment bizno under channel_ref: journal it once as confirmed, from then on counted as captured and refundable';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_confirm_second_charge(text, text) FROM PUBLIC;
+
+-- The journal's record of second charges, one row per payment and bank
+-- reference: 1.2 journaled them as captured at once; since 1.3 a
+-- settlement reports one, and a statement confirms it.
+CREATE VIEW @extschema@.pay_second_charges AS
+    SELECT j.bizno,
+           pg_catalog.substring(j.note,
+               '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as ') AS channel_ref,
+           pg_catalog.bool_or(j.note NOT LIKE 'second charge reported: %') AS confirmed,
+           pg_catalog.min(j.at) AS reported_at
+    FROM @extschema@.pay_journal AS j
+    WHERE j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND j.note LIKE 'second charge%'
+    GROUP BY 1, 2;
+
+COMMENT ON VIEW @extschema@.pay_second_charges IS
+'Every second charge the bank made of a payment, by reference; confirmed once a bank statement shows it (pay_reconcile), and only then counted as captured';
+
+REVOKE ALL ON @extschema@.pay_second_charges FROM PUBLIC;
+
+-- What was captured: the success, and every second charge a statement
+-- confirmed; a second charge only reported is not refundable yet.
+CREATE OR REPLACE FUNCTION @extschema@.pay_refund_balance(bizno text, OUT captured numeric, OUT refunded numeric,
+                                                          OUT in_flight numeric, OUT refundable numeric)
+RETURNS record
+AS $$
+    SELECT c.captured, r.refunded, r.in_flight,
+           c.captured OPERATOR(pg_catalog.-) r.refunded OPERATOR(pg_catalog.-) r.in_flight
+    FROM (SELECT COALESCE(pg_catalog.sum(j.amount), 0) AS captured
+          FROM @extschema@.pay_journal AS j
+          WHERE j.bizno OPERATOR(pg_catalog.=) $1
+            AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+            AND (j.note IS NULL OR j.note NOT LIKE 'second charge reported: %')) AS c,
+         (SELECT COALESCE(pg_catalog.sum(l.amount) FILTER (
+                     WHERE l.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status), 0) AS refunded,
+                 COALESCE(pg_catalog.sum(l.amount) FILTER (
+                     WHERE l.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status), 0) AS in_flight
+          FROM @extschema@.pay_ledger AS l
+          WHERE l.parent OPERATOR(pg_catalog.=) $1) AS r
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_refund_balance(text) IS
+'What the bank captured for a payment (its success and every second charge a bank statement confirmed), what its refunds returned (SUCCESS) and hold (PROCESSING), and what may still be refunded';
+
+-- pay_verify lists a second charge no statement confirmed yet.
+CREATE OR REPLACE FUNCTION @extschema@.pay_verify()
+RETURNS TABLE (bizno text, problem text)
+AS $$
+    WITH entries AS (
+        SELECT j.bizno, j.seq, j.from_status, j.to_status,
+               pg_catalog.lag(j.to_status) OVER w AS previous_status,
+               pg_catalog.count(*) FILTER (WHERE j.from_status IS NULL) OVER w AS life
+        FROM @extschema@.pay_journal AS j
+        WINDOW w AS (PARTITION BY j.bizno ORDER BY j.seq)
+    ), latest_life AS (
+        SELECT DISTINCT ON (e.bizno) e.bizno, e.life, e.to_status
+        FROM entries AS e
+        ORDER BY e.bizno, e.seq DESC
+    ), summary AS (
+        SELECT ll.bizno, ll.to_status AS last_status,
+               pg_catalog.count(*) FILTER (
+                   WHERE e.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
+                     AND e.from_status IS DISTINCT FROM e.to_status) AS entries_into_processing
+        FROM latest_life AS ll
+        JOIN entries AS e ON e.bizno OPERATOR(pg_catalog.=) ll.bizno
+                         AND e.life OPERATOR(pg_catalog.=) ll.life
+        GROUP BY ll.bizno, ll.to_status
+    )
+    SELECT l.bizno, 'the journal has no entry for this payment'
+    FROM @extschema@.pay_ledger AS l
+    LEFT JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE s.bizno IS NULL
+    UNION ALL
+    SELECT l.bizno, pg_catalog.format('the ledger says %s, the latest journal entry says %s',
+                                      l.status, s.last_status)
+    FROM @extschema@.pay_ledger AS l
+    JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.status OPERATOR(pg_catalog.<>) s.last_status
+    UNION ALL
+    SELECT l.bizno, pg_catalog.format('attempt is %s, the journal shows %s entries into PROCESSING',
+                                      l.attempt, s.entries_into_processing)
+    FROM @extschema@.pay_ledger AS l
+    JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.attempt OPERATOR(pg_catalog.<>) s.entries_into_processing
+    UNION ALL
+    SELECT e.bizno, pg_catalog.format('journal entry %s goes from %s, but the entry before it ended in %s',
+                                      e.seq, e.from_status, e.previous_status)
+    FROM entries AS e
+    WHERE e.from_status IS NOT NULL
+      AND e.from_status IS DISTINCT FROM e.previous_status
+    UNION ALL
+    SELECT ll.bizno, pg_catalog.format('the journal says %s, but the ledger has no such payment',
+                                       ll.to_status)
+    FROM latest_life AS ll
+    LEFT JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) ll.bizno
+    WHERE l.bizno IS NULL
+      AND ll.to_status OPERATOR(pg_catalog.=) ANY
+          (ARRAY['PROCESSING', 'SUCCESS']::@extschema@.pay_status[])
+    UNION ALL
+    SELECT r.bizno,
+           CASE WHEN p.bizno IS NULL THEN
+                    pg_catalog.format('a refund of %s, which the ledger does not have', r.parent)
+                WHEN p.parent IS NOT NULL THEN
+                    pg_catalog.format('a refund of %s, which is itself a refund', r.parent)
+                WHEN p.status OPERATOR(pg_catalog.<>) 'SUCCESS' THEN
+                    pg_catalog.format('a refund of %s, which is %s', r.parent, p.status)
+                ELSE pg_catalog.format('a refund in %s of %s, which is in %s', r.currency, r.parent, p.currency)
+           END
+    FROM @extschema@.pay_ledger AS r
+    LEFT JOIN @extschema@.pay_ledger AS p ON p.bizno OPERATOR(pg_catalog.=) r.parent
+    WHERE r.parent IS NOT NULL
+      AND (p.bizno IS NULL OR p.parent IS NOT NULL
+           OR p.status OPERATOR(pg_catalog.<>) 'SUCCESS'
+           OR r.currency IS DISTINCT FROM p.currency)
+    UNION ALL
+    SELECT refunded.parent,
+           pg_catalog.format('its refunds return or hold %s, more than the %s captured',
+                             b.refunded OPERATOR(pg_catalog.+) b.in_flight, b.captured)
+    FROM (SELECT DISTINCT l.parent FROM @extschema@.pay_ledger AS l WHERE l.parent IS NOT NULL) AS refunded,
+         @extschema@.pay_refund_balance(refunded.parent) AS b
+    WHERE b.refundable OPERATOR(pg_catalog.<) 0
+    UNION ALL
+    SELECT c.bizno, pg_catalog.format('a second charge under %s was reported, and no bank statement confirms it',
+                                      c.channel_ref)
+    FROM @extschema@.pay_second_charges AS c
+    WHERE NOT c.confirmed
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+-- pay_stats counts them.
+CREATE OR REPLACE VIEW @extschema@.pay_stats AS
+    WITH counters AS (SELECT * FROM @extschema@.pay_stats_counters())
+    SELECT s.status,
+           pg_catalog.count(l.bizno) AS payments,
+           pg_catalog.min(l.updated_at) AS oldest_updated_at,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
+               pg_catalog.count(l.bizno) FILTER (
+                   WHERE l.processing_since OPERATOR(pg_catalog.<)
+                         (pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c)))
+           END AS stuck,
+           CASE s.status
+               WHEN 'INIT' THEN (SELECT pg_catalog.count(*) FROM @extschema@.pay_journal AS j
+                                 WHERE j.from_status OPERATOR(pg_catalog.=) 'FAILED'
+                                   AND j.to_status OPERATOR(pg_catalog.=) 'INIT'
+                                   AND j.at OPERATOR(pg_catalog.>=)
+                                       COALESCE((SELECT c.stats_reset FROM counters AS c), '-infinity'))
+           END AS resets,
+           CASE s.status
+               WHEN 'SUCCESS' THEN (SELECT c.already_succeeded FROM counters AS c)
+               WHEN 'PROCESSING' THEN (SELECT c.in_progress FROM counters AS c)
+           END AS duplicate_answers,
+           (SELECT c.stats_reset FROM counters AS c) AS stats_reset,
+           pg_catalog.count(l.bizno) FILTER (WHERE l.parent IS NOT NULL) AS refunds,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+               (SELECT pg_catalog.count(*) FROM @extschema@.pay_second_charges AS c WHERE NOT c.confirmed)
+           END AS unconfirmed_second_charges
+    FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
+    LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) s.status
+    GROUP BY s.status
+    ORDER BY s.status;
+
+-- pay_reconcile takes the bank's reference as callers send it: bizNo/attempt
+-- ("/" is never part of a key), or the bizNo alone; it settles under the
+-- attempt the reference names (a late statement of an earlier attempt is
+-- refused, not applied to a later one) and confirms a duplicate's second
+-- charges.
+CREATE OR REPLACE FUNCTION @extschema@.pay_reconcile(statement regclass, settle boolean DEFAULT false,
+                                          since timestamptz DEFAULT NULL)
+RETURNS TABLE (kind text, bizno text, ledger_status @extschema@.pay_status, ledger_amount numeric,
+               bank_amount numeric, bank_rows integer, detail text)
+AS $$
+DECLARE
+    found record;
+    previous_note text;
+    reference text;
+    refund_status @extschema@.pay_status;
+    second_charges text[];
+    unrefunded boolean;
+BEGIN
+    IF statement IS NULL OR settle IS NULL THEN
+        RAISE EXCEPTION 'statement and settle must not be null' USING ERRCODE = '22004';
+    END IF;
+
+    FOR found IN EXECUTE pg_catalog.format($query$
+        WITH bank AS MATERIALIZED (
+            SELECT pg_catalog.split_part(s.bizno::pg_catalog.text, '/', 1) AS bizno,
+                   pg_catalog.count(*)::integer AS bank_rows,
+                   pg_catalog.count(*) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS successes,
+                   pg_catalog.count(*) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'FAILED') AS failures,
+                   pg_catalog.sum(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS charged,
+                   pg_catalog.min(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS least_amount,
+                   pg_catalog.max(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS greatest_amount,
+                   pg_catalog.min(s.currency) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS least_currency,
+                   pg_catalog.max(s.currency) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS greatest_currency,
+                   pg_catalog.min(s.channel_ref) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS channel_ref,
+                   pg_catalog.array_agg(DISTINCT s.channel_ref::pg_catalog.text) FILTER (
+                       WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS' AND s.channel_ref IS NOT NULL) AS channel_refs,
+                   pg_catalog.max(a.attempt) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS success_attempt,
+                   pg_catalog.max(a.attempt) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'FAILED') AS failure_attempt
+            FROM %s AS s,
+                 LATERAL (SELECT CASE WHEN pg_catalog.split_part(s.bizno::pg_catalog.text, '/', 2)
+                                           OPERATOR(pg_catalog.~) '^[0-9]{1,9}$'
+                                      THEN pg_catalog.split_part(s.bizno::pg_catalog.text, '/', 2)::pg_catalog.int4
+                                 END AS attempt) AS a
+            GROUP BY 1
+        ), joined AS MATERIALIZED (
+            SELECT COALESCE(l.bizno, b.bizno) AS bizno, l.status, l.amount, l.currency, l.updated_at,
+                   COALESCE(b.bank_rows, 0) AS bank_rows, COALESCE(b.successes, 0) AS successes,
+                   COALESCE(b.failures, 0) AS failures, b.charged, b.least_amount, b.greatest_amount,
+                   b.least_currency, b.greatest_currency, b.channel_ref, b.channel_refs,
+                   l.channel_ref AS ledger_channel_ref, l.parent, l.attempt AS ledger_attempt,
+                   b.success_attempt, b.failure_attempt
+            FROM @extschema@.pay_ledger AS l
+            FULL JOIN bank AS b ON b.bizno OPERATOR(pg_catalog.=) l.bizno
+        )
+        SELECT 'MISSING_IN_BANK' AS kind, j.*, 'the ledger says SUCCESS, the bank has no successful charge' AS detail
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.=) 0
+          AND ($1 IS NULL OR j.updated_at OPERATOR(pg_catalog.>=) $1)
+        UNION ALL
+        SELECT 'MISSING_IN_LEDGER', j.*,
+               CASE WHEN j.status IS NULL THEN 'the bank charged, the ledger has no such payment'
+                    ELSE 'the bank charged, the ledger says ' OPERATOR(pg_catalog.||) j.status END
+        FROM joined AS j
+        WHERE j.successes OPERATOR(pg_catalog.>) 0
+          AND (j.status IS NULL OR j.status OPERATOR(pg_catalog.=) 'INIT')
+        UNION ALL
+        SELECT 'DUPLICATE_CHARGE', j.*, pg_catalog.format('the bank charged %%s times', j.successes)
+        FROM joined AS j
+        WHERE j.successes OPERATOR(pg_catalog.>) 1
+        UNION ALL
+        SELECT 'AMOUNT_MISMATCH', j.*,
+               pg_catalog.format('the ledger says %%s, the bank charged %%s', j.amount, j.least_amount)
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.>) 0
+          AND (j.least_amount OPERATOR(pg_catalog.<>) j.amount OR j.greatest_amount OPERATOR(pg_catalog.<>) j.amount)
+        UNION ALL
+        SELECT 'CURRENCY_MISMATCH', j.*,
+               pg_catalog.format('the ledger says %%s, the bank charged in %%s', j.currency, j.least_currency)
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.>) 0
+          AND j.currency IS NOT NULL
+          AND (j.least_currency OPERATOR(pg_catalog.<>) j.currency OR j.greatest_currency OPERATOR(pg_catalog.<>) j.currency)
+        UNION ALL
+        SELECT 'STATUS_MISMATCH', j.*, 'the ledger says FAILED, the bank charged'
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'FAILED' AND j.successes OPERATOR(pg_catalog.>) 0
+        UNION ALL
+        SELECT 'UNRESOLVED_PROCESSING', j.*,
+               CASE WHEN j.successes OPERATOR(pg_catalog.>) 0 THEN 'the bank reports SUCCESS'
+                    ELSE 'the bank reports FAILED' END
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'PROCESSING'
+          AND (j.successes OPERATOR(pg_catalog.>) 0 OR j.failures OPERATOR(pg_catalog.>) 0)
+        ORDER BY 1, 2
+    $query$, statement) USING since
+    LOOP
+        kind := found.kind;
+        bizno := found.bizno;
+        ledger_status := found.status;
+        ledger_amount := found.amount;
+        bank_amount := found.charged;
+        bank_rows := found.bank_rows;
+        detail := found.detail;
+
+        IF settle AND found.kind OPERATOR(pg_catalog.=) 'UNRESOLVED_PROCESSING' THEN
+            -- NULL until the library is loaded (by the first settling below)
+            previous_note := pg_catalog.current_setting('idempotent_pay.journal_note', true);
+            PERFORM pg_catalog.set_config('idempotent_pay.journal_note', 'settled by reconciliation', true);
+            BEGIN
+                -- under the attempt the bank's reference names, else the current one
+                IF found.successes OPERATOR(pg_catalog.>) 0 THEN
+                    PERFORM @extschema@.pay_succeed(found.bizno, found.channel_ref,
+                        COALESCE(found.success_attempt, found.ledger_attempt));
+                    ledger_status := 'SUCCESS';
+                ELSE
+                    ledger_status := @extschema@.pay_fail(found.bizno,
+                        'settled by reconciliation: the bank reports FAILED',
+                        COALESCE(found.failure_attempt, found.ledger_attempt));
+                END IF;
+                detail := detail OPERATOR(pg_catalog.||) ': settled as ' OPERATOR(pg_catalog.||) ledger_status;
+            EXCEPTION WHEN OTHERS THEN
+                detail := detail OPERATOR(pg_catalog.||) ': not settled, ' OPERATOR(pg_catalog.||) SQLERRM;
+            END;
+            PERFORM pg_catalog.set_config('idempotent_pay.journal_note', previous_note, true);
+        END IF;
+
+        -- A duplicate charge: each charge under another reference than the
+        -- ledger's is listed with its refund; settling journals it once as
+        -- a second charge confirmed by the statement, which the refund limit
+        -- then counts as captured.  The
+        -- refund is keyed by that reference.
+        IF found.kind OPERATOR(pg_catalog.=) 'DUPLICATE_CHARGE'
+           AND found.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+            IF found.ledger_channel_ref IS NULL THEN
+                detail := detail OPERATOR(pg_catalog.||)
+                    ': the ledger has no channel_ref to tell the first charge from the others';
+            ELSE
+                second_charges := '{}';
+                unrefunded := false;
+                BEGIN
+                    FOREACH reference IN ARRAY found.channel_refs LOOP
+                        CONTINUE WHEN reference OPERATOR(pg_catalog.=) found.ledger_channel_ref;
+                        IF settle THEN
+                            PERFORM @extschema@.pay_confirm_second_charge(found.bizno, reference);
+                        END IF;
+                        refund_status := (SELECT r.status FROM @extschema@.pay_ledger AS r
+                                          WHERE r.parent OPERATOR(pg_catalog.=) found.bizno
+                                            AND r.refund_key OPERATOR(pg_catalog.=) reference);
+                        unrefunded := unrefunded OR refund_status IS DISTINCT FROM 'SUCCESS';
+                        second_charges := second_charges OPERATOR(pg_catalog.||) pg_catalog.format('%s (%s)',
+                            reference, COALESCE('refund ' OPERATOR(pg_catalog.||) refund_status, 'not refunded'));
+                    END LOOP;
+                    detail := pg_catalog.format('%s: %s %s', detail,
+                        CASE WHEN settle THEN 'second charges journaled:' ELSE 'second charges:' END,
+                        pg_catalog.array_to_string(second_charges, ', '));
+                    IF unrefunded THEN
+                        detail := pg_catalog.format('%s; refund each with pay_refund_open(%L, <its reference>, %s)',
+                                                    detail, found.bizno, found.amount);
+                    END IF;
+                EXCEPTION WHEN OTHERS THEN
+                    detail := detail OPERATOR(pg_catalog.||) ': not settled, ' OPERATOR(pg_catalog.||) SQLERRM;
+                END;
+            END IF;
+        END IF;
+
+        IF found.parent IS NOT NULL THEN
+            detail := pg_catalog.format('refund of %s: %s', found.parent, detail);
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+-- The payment of a business action, without knowing its amount and
+-- without creating one.
+CREATE FUNCTION @extschema@.pay_find(prefix text, biz_id text)
+RETURNS SETOF @extschema@.pay_ledger
+AS $$
+    SELECT l FROM @extschema@.pay_ledger AS l
+    WHERE l.prefix OPERATOR(pg_catalog.=) $1 AND l.biz_id OPERATOR(pg_catalog.=) $2 AND l.parent IS NULL
+$$
+LANGUAGE sql STABLE SECURITY DEFINER ROWS 1 SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_find(text, text) IS
+'The ledger row of business action (prefix, biz_id); no row when it has none. Creates nothing';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_find(text, text) FROM PUBLIC;
+
+-- Least privilege: an application pays, an operator repairs.  pay_grant no
+-- longer grants pay_reset and pay_transition; pay_grant_operator does, and
+-- reading pay_guards and pay_second_charges.
+CREATE OR REPLACE FUNCTION @extschema@.pay_grant(role regrole)
+RETURNS void
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
+    EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.pay_ledger, @extschema@.pay_journal TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION '
+        '@extschema@.pay_open(text, text, numeric, text), '
+        '@extschema@.pay_claim(text, numeric, text), '
+        '@extschema@.pay_open_claim(text, text, numeric, text), '
+        '@extschema@.pay_begin(text, numeric, text), '
+        '@extschema@.pay_succeed(text, text, integer, jsonb), '
+        '@extschema@.pay_fail(text, text, integer), '
+        '@extschema@.pay_get(text), '
+        '@extschema@.pay_find(text, text), '
+        '@extschema@.pay_stuck(interval, integer), '
+        '@extschema@.pay_refund_open(text, text, numeric, text), '
+        '@extschema@.pay_refund_balance(text), '
+        '@extschema@.pay_bizno(text, text), '
+        '@extschema@.pay_bizno_valid(text), '
+        '@extschema@.pay_bizno_parse(text) '
+        'TO %s', role);
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_grant(regrole) IS
+'Give an application role what paying needs and no more: open, claim, begin, succeed, fail, get, find, stuck, refund_open, refund_balance, the bizNo functions; SELECT on ledger and journal';
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_grant_operator(role regrole)
+RETURNS void
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT SELECT ON @extschema@.pay_ledger, @extschema@.pay_journal, @extschema@.pay_stats, '
+        '@extschema@.pay_guards, @extschema@.pay_second_charges TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION '
+        '@extschema@.pay_reset(text, text), '
+        '@extschema@.pay_transition(text, @extschema@.pay_status, text), '
+        '@extschema@.pay_reconcile(regclass, boolean, timestamptz), '
+        '@extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz), '
+        '@extschema@.pay_confirm_second_charge(text, text), '
+        '@extschema@.pay_succeed(text, text, integer, jsonb), '
+        '@extschema@.pay_fail(text, text, integer), '
+        '@extschema@.pay_stats_reset(), '
+        '@extschema@.pay_verify(), '
+        '@extschema@.pay_get(text), '
+        '@extschema@.pay_find(text, text), '
+        '@extschema@.pay_stuck(interval, integer), '
+        '@extschema@.pay_refund_open(text, text, numeric, text), '
+        '@extschema@.pay_refund_balance(text) '
+        'TO %s', role);
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
+'Give a finance or operations role what repairing, reconciling and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_stats, pay_verify, pay_guards, and what reconciling settles and refunds with';
+
+-- The roles 1.2 granted: an operator (it could reconcile) gets 1.3's
+-- operator grants; a role that could pay but not reconcile is an
+-- application's, and loses pay_reset and pay_transition.
+DO $$
+DECLARE
+    grantee record;
+BEGIN
+    FOR grantee IN
+        SELECT DISTINCT a.grantee::pg_catalog.regrole AS role,
+               pg_catalog.has_function_privilege(a.grantee,
+                   '@extschema@.pay_reconcile(regclass, boolean, timestamptz)', 'EXECUTE') AS operator
+        FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+        WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+                  '@extschema@.pay_reset(text, text)',
+                  '@extschema@.pay_transition(text, @extschema@.pay_status, text)',
+                  '@extschema@.pay_reconcile(regclass, boolean, timestamptz)']::pg_catalog.regprocedure[])
+          AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+          AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+          AND a.grantee OPERATOR(pg_catalog.<>) 0
+    LOOP
+        IF grantee.operator THEN
+            PERFORM @extschema@.pay_grant_operator(grantee.role);
+        ELSE
+            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION @extschema@.pay_reset(text, text), '
+                '@extschema@.pay_transition(text, @extschema@.pay_status, text) FROM %s', grantee.role);
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_find(text, text), '
+                '@extschema@.pay_bizno(text, text), @extschema@.pay_bizno_valid(text), '
+                '@extschema@.pay_bizno_parse(text) TO %s', grantee.role);
+        END IF;
+    END LOOP;
+END
+$$;
