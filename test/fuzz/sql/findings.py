@@ -43,6 +43,8 @@ POSTGRES_OWN = {
     "coerce_type": "SELECT CAST(CASE WHEN true THEN CAST(NULL AS unknown) "
                    "ELSE CAST(NULL AS unknown) END AS unknown)",
     "intervaltypmodout": "SELECT intervaltypmodout(1)",
+    "intervaltypmodleastfield": "SELECT pg_catalog.interval(max(x) OVER (), 57) "
+                                "FROM (VALUES ('1 day'::interval)) AS v(x)",
     "SetNextObjectId": "SELECT pg_stop_making_pinned_objects()",
 }
 OUR_PLPGSQL = re.compile(r"^PL/pgSQL function (?:\S+\.)?pay_\w+\(")
