@@ -23,7 +23,7 @@ SELECT * FROM pay_claim('CL-2');
 
 -- With retry_failed = manual a failed payment waits for an operator.
 SELECT * FROM pay_claim('CL-3', 5, 'EUR');
-SELECT pay_fail('CL-3', 'declined');
+SELECT pay_fail('CL-3', 'declined', 1);
 SET idempotent_pay.retry_failed = manual;
 SELECT * FROM pay_claim('CL-3');
 RESET idempotent_pay.retry_failed;
@@ -40,23 +40,33 @@ SELECT (c).action, (c).attempt FROM (SELECT pay_claim('CL-4', 1, 'EUR') AS c) AS
 
 -- The same refusals as pay_begin.
 SELECT outcome($$SELECT pay_claim(NULL)$$) AS null_key,
-       outcome($$SELECT pay_claim('CL-5', 0)$$) AS zero_amount,
+       outcome($$SELECT pay_claim('CL-5', 0, 'EUR')$$) AS zero_amount,
        outcome($$SELECT pay_claim('CL-1', 11)$$) AS other_amount_when_paid;
 SELECT * FROM pay_verify();
 
 -- A success reported again under another bank reference is a second charge:
 -- the payment keeps its first reference and answer, the journal records the
 -- second one, and the caller is warned (pay_second_charge) to refund it.
+-- Since 1.3 pay_succeed answers SECOND_CHARGE, and pay_verify lists the
+-- second charge until a bank statement confirms it.
 SELECT pay_succeed('CL-1', 'BANK-OTHER', 1, '{"receipt": 9}');
 SELECT channel_ref, response FROM pay_get('CL-1');
 SELECT from_status, to_status, note FROM pay_journal WHERE bizno = 'CL-1' ORDER BY seq DESC LIMIT 1;
--- The same reference, or none, stays a quiet no-op.
-SELECT pay_succeed('CL-1', 'BANK-1'), pay_succeed('CL-1');
+-- The same reference stays a quiet no-op; since 1.3 a success without a
+-- reference is refused (22004) instead of being one.
+SELECT pay_succeed('CL-1', 'BANK-1', 1) AS same_reference,
+       outcome($$SELECT pay_succeed('CL-1', NULL, 1)$$) AS without_reference;
 SELECT count(*) AS journal_rows FROM pay_journal WHERE bizno = 'CL-1';
 SELECT * FROM pay_verify();
+-- The operator finds it on the bank's statement and confirms it.
+SELECT pay_confirm_second_charge('CL-1', 'BANK-OTHER');
+SELECT channel_ref, confirmed FROM pay_second_charges WHERE bizno = 'CL-1';
+SELECT * FROM pay_verify();
 
--- A new payment needs an amount: pay_claim and (since 1.2) pay_begin refuse
--- one without (22004) and record nothing.
+-- A new payment needs an amount, and since 1.3 a currency: pay_claim and
+-- (since 1.2) pay_begin refuse one without (22004) and record nothing.
 SELECT outcome($$SELECT pay_claim('CL-NO-AMOUNT')$$) AS claim_without_amount,
        outcome($$SELECT pay_begin('CL-NO-AMOUNT')$$) AS begin_without_amount,
+       outcome($$SELECT pay_claim('CL-NO-AMOUNT', 10)$$) AS claim_without_currency,
+       outcome($$SELECT pay_begin('CL-NO-AMOUNT', 10)$$) AS begin_without_currency,
        standing('CL-NO-AMOUNT') AS nothing_recorded;

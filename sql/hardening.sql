@@ -68,7 +68,7 @@ SELECT outcome($$INSERT INTO pay_ledger (bizno, status, amount) VALUES ('H-NAN',
        outcome($$INSERT INTO pay_ledger (bizno, status, currency) VALUES ('H-NAN', 'INIT', 'eur') RETURNING 'ok'$$) AS raw_currency;
 SELECT outcome($$SELECT pay_begin('H-NAN', 'NaN')$$) AS api_nan,
        outcome($$SELECT pay_begin('H-NAN', 'Infinity')$$) AS api_infinity,
-       outcome($$SELECT pay_open('H', 'NAN', 'NaN')$$) AS open_nan;
+       outcome($$SELECT pay_open('H', 'NAN', 'NaN', 'EUR')$$) AS open_nan;
 SELECT payment_in('H-AMOUNT', 'INIT') AS payment;
 SELECT outcome($$UPDATE pay_ledger SET amount = 'NaN' WHERE bizno = 'H-AMOUNT' RETURNING 'ok'$$) AS raw_update_nan;
 SELECT standing('H-NAN') AS nothing_written;
@@ -99,14 +99,15 @@ ALTER TABLE pay_journal
     ADD COLUMN note_length integer GENERATED ALWAYS AS (length(note)) STORED;
 CREATE TRIGGER audit AFTER INSERT ON pay_journal FOR EACH ROW EXECUTE FUNCTION audit_journal();
 SELECT pay_begin('H-JOURNAL', 10, 'EUR') AS begin,
-       pay_fail('H-JOURNAL', 'card declined') AS fail;
+       pay_fail('H-JOURNAL', 'card declined', 1) AS fail;
 SELECT from_status, to_status, note, region, recorded_at IS NOT NULL AS recorded, note_length
 FROM pay_journal WHERE bizno = 'H-JOURNAL' ORDER BY seq;
 SELECT a.note FROM journal_audit AS a JOIN pay_journal AS j USING (seq)
 WHERE j.bizno = 'H-JOURNAL' ORDER BY seq;
--- A typmod the executor would apply (numeric(12,2) rounds): applied.
+-- A typmod the executor would apply (numeric(12,2) rounds): applied.  The
+-- amount is in dinars, which have three minor units.
 ALTER TABLE pay_journal ALTER COLUMN amount TYPE numeric(12,2);
-SELECT pay_begin('H-JOURNAL-TYPMOD', 1.005, 'EUR') AS begin;
+SELECT pay_begin('H-JOURNAL-TYPMOD', 1.005, 'KWD') AS begin;
 SELECT amount FROM pay_journal WHERE bizno = 'H-JOURNAL-TYPMOD';
 ALTER TABLE pay_journal ALTER COLUMN amount TYPE numeric;
 DROP TRIGGER audit ON pay_journal;
@@ -116,14 +117,16 @@ DROP FUNCTION audit_journal();
 
 -- A column the C code writes, gone or of another type: refused, naming it,
 -- with nothing written; back by name (at another position), written again.
-ALTER TABLE pay_journal DROP COLUMN note;
-SELECT pay_fail('H-JOURNAL-2', 'lost?') AS fail_without_note_column;
+-- Since 1.3 the note cannot go at all: pay_second_charges reads it.
+SELECT outcome($$ALTER TABLE pay_journal DROP COLUMN note$$) AS drop_note;
+ALTER TABLE pay_journal DROP COLUMN currency;
+SELECT pay_fail('H-JOURNAL-2', 'lost?', 1) AS fail_without_currency_column;
 \echo :LAST_ERROR_SQLSTATE
-SELECT pay_begin('H-JOURNAL-2', 10, 'EUR') AS begin_without_note_column;
+SELECT pay_begin('H-JOURNAL-2', 10, 'EUR') AS begin_without_currency_column;
 \echo :LAST_ERROR_SQLSTATE
-ALTER TABLE pay_journal ADD COLUMN note text;
-SELECT pay_begin('H-JOURNAL-2', 10, 'EUR') AS begin, pay_fail('H-JOURNAL-2', 'card declined') AS fail;
-SELECT from_status, to_status, note FROM pay_journal WHERE bizno = 'H-JOURNAL-2' ORDER BY seq;
+ALTER TABLE pay_journal ADD COLUMN currency text;
+SELECT pay_begin('H-JOURNAL-2', 10, 'EUR') AS begin, pay_fail('H-JOURNAL-2', 'card declined', 1) AS fail;
+SELECT from_status, to_status, currency, note FROM pay_journal WHERE bizno = 'H-JOURNAL-2' ORDER BY seq;
 ALTER TABLE pay_ledger ALTER COLUMN attempt TYPE bigint;
 SELECT pay_begin('H-JOURNAL-3', 10, 'EUR') AS attempt_of_another_type;
 \echo :LAST_ERROR_SQLSTATE
@@ -143,7 +146,7 @@ CREATE FUNCTION skip_updates() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETU
 CREATE TRIGGER skip_updates BEFORE UPDATE ON pay_ledger FOR EACH ROW EXECUTE FUNCTION skip_updates();
 SET statement_timeout = '10s';
 SELECT outcome($$SELECT pay_begin('H-SKIPPED')$$) AS begin_skipped,
-       outcome($$SELECT pay_succeed('H-SKIPPED-2', 'BANK-1')$$) AS succeed_skipped;
+       outcome($$SELECT pay_succeed('H-SKIPPED-2', 'BANK-1', 1)$$) AS succeed_skipped;
 DROP TRIGGER skip_updates ON pay_ledger;
 CREATE TRIGGER skip_inserts BEFORE INSERT ON pay_ledger FOR EACH ROW EXECUTE FUNCTION skip_updates();
 SELECT outcome($$SELECT pay_begin('H-SKIPPED-3', 10, 'EUR')$$) AS begin_insert_skipped,
@@ -182,19 +185,30 @@ EXCEPTION WHEN OTHERS THEN
         || ' api_sql:' || (context LIKE '%OPERATOR(pg_catalog.=)%' OR context LIKE '%INSERT INTO %.pay_%');
 END
 $$;
-SELECT pay_begin('H-R', 10, 'EUR') AS begin, pay_open('HR', 'O1', 1) IS NOT NULL AS opened;
+SELECT pay_begin('H-R', 10, 'EUR') AS begin, pay_open('HR', 'O1', 1, 'EUR') IS NOT NULL AS opened;
 SELECT call, refusal(call) FROM (VALUES
     ($$SELECT pay_begin('bad key!')$$),
     ($$SELECT pay_begin(NULL)$$),
     ($$SELECT pay_begin('H-R', -1)$$),
     ($$SELECT pay_begin('H-R', 10, 'eur')$$),
+    ($$SELECT pay_begin('H-R', 10)$$),
+    ($$SELECT pay_begin('H-R', 10, 'ZZZ')$$),
+    ($$SELECT pay_begin('H-R', 10.005, 'EUR')$$),
     ($$SELECT pay_begin('H-R', 11, 'EUR')$$),
-    ($$SELECT pay_succeed('H-UNKNOWN')$$),
+    ($$SELECT pay_begin('H-R', 10, 'USD')$$),
+    ($$SELECT pay_succeed('H-UNKNOWN', 'R', 1)$$),
+    ($$SELECT pay_succeed('H-R', 'R')$$),
+    ($$SELECT pay_succeed('H-R', NULL, 1)$$),
+    ($$SELECT pay_succeed('H-R', repeat('r', 129), 1)$$),
+    ($$SELECT pay_succeed('H-R', 'R', 0)$$),
     ($$SELECT pay_succeed('H-R', 'R', 7)$$),
+    ($$SELECT pay_fail('H-R', repeat('x', 1001), 1)$$),
     ($$SELECT pay_transition('H-R', 'PROCESSING')$$),
     ($$SELECT pay_reset('H-R', 'why')$$),
     ($$SELECT pay_begin(pay_bizno('HR', 'O1'), 1, 'EUR')$$),
-    ($$SELECT pay_open('HR!', 'O1', 1)$$),
+    ($$SELECT pay_open('HR!', 'O1', 1, 'EUR')$$),
+    ($$SELECT pay_open('HR', 'O1', 1)$$),
+    ($$SELECT pay_confirm_second_charge('H-R', 'R')$$),
     ($$UPDATE pay_ledger SET amount = 12 WHERE bizno = 'H-R'$$),
     ($$DELETE FROM pay_ledger WHERE bizno = 'H-R'$$),
     ($$UPDATE pay_ledger SET bizno = 'H-R2' WHERE bizno = 'H-R'$$),

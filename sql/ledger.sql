@@ -24,7 +24,7 @@ SELECT pay_begin('B-AMOUNT', 11, 'USD');
 \echo :LAST_ERROR_SQLSTATE
 SELECT pay_begin('B-AMOUNT', 10, 'EUR');
 \echo :LAST_ERROR_SQLSTATE
-SELECT pay_fail('B-AMOUNT', 'insufficient funds');
+SELECT pay_fail('B-AMOUNT', 'insufficient funds', 1);
 SELECT pay_begin('B-AMOUNT', 12, 'USD') AS retried_with_new_amount;
 SELECT from_status, to_status, attempt, amount, currency, note
 FROM pay_journal WHERE bizno = 'B-AMOUNT' ORDER BY seq;
@@ -37,25 +37,25 @@ SELECT pay_succeed('B-AMOUNT', 'bank-ref-2', 2) AS duplicate_callback;
 SELECT channel_ref, last_error FROM pay_ledger WHERE bizno = 'B-AMOUNT';
 
 -- pay_succeed and pay_fail: no-ops on their own state, refusals elsewhere.
-SELECT pay_fail('B-AMOUNT');
+SELECT pay_fail('B-AMOUNT', NULL, 2);
 \echo :LAST_ERROR_SQLSTATE
-SELECT pay_succeed(payment_in('S-INIT', 'INIT'));
+SELECT pay_succeed(payment_in('S-INIT', 'INIT'), 'REF-S-INIT', 0);
 \echo :LAST_ERROR_SQLSTATE
-SELECT pay_fail(payment_in('S-FAILED', 'FAILED'), 'again') AS duplicate_failure, standing('S-FAILED');
+SELECT pay_fail(payment_in('S-FAILED', 'FAILED'), 'again', 1) AS duplicate_failure, standing('S-FAILED');
 SELECT pay_reset('B-SUCCESS', 'refund instead');
 \echo :LAST_ERROR_SQLSTATE
 SELECT pay_reset(payment_in('S-INIT2', 'INIT'), 'nothing to reset') AS reset_init, standing('S-INIT2');
 
 -- pay_open: one bizNo per business action, whatever its amount becomes.
 SELECT pay_open('PAY', 'ORD-7', 30, 'CNY') = pay_open('PAY', 'ORD-7', 30, 'CNY') AS same_bizno;
-SELECT pay_open('PAY', 'ORD-7', 35, 'CNY') = pay_open('PAY', 'ORD-7', 35) AS same_after_new_amount;
+SELECT pay_open('PAY', 'ORD-7', 35, 'CNY') = pay_open('PAY', 'ORD-7', 35, 'CNY') AS same_after_new_amount;
 SELECT status, amount, currency, prefix, biz_id FROM pay_ledger WHERE biz_id = 'ORD-7';
 SELECT pay_begin(pay_open('PAY', 'ORD-7', 35, 'CNY'));
 SELECT outcome($$SELECT pay_open('PAY', 'ORD-7', 40, 'CNY')$$) AS new_amount_while_processing;
 -- A second bizNo for the same business action is refused, naming the first.
 SELECT outcome($$SELECT pay_begin(pay_bizno('PAY', 'ORD-7'), 1, 'EUR')$$) AS second_bizno,
        error_message($$SELECT pay_begin(pay_bizno('PAY', 'ORD-7'), 1, 'EUR')$$)
-           = 'business action PAY ORD-7 already has bizNo ' || pay_open('PAY', 'ORD-7', 35) AS names_first;
+           = 'business action PAY ORD-7 already has bizNo ' || pay_open('PAY', 'ORD-7', 35, 'CNY') AS names_first;
 SELECT count(*) AS rows_for_ord_7 FROM pay_ledger WHERE biz_id = 'ORD-7';
 
 -- pay_get: the row, its columns as columns; no row for an unknown bizNo.
@@ -75,22 +75,23 @@ FROM unnest(ARRAY['', repeat('k', 129), 'with space', 'semi;colon', 'ünï',
 SELECT count(*) AS ledger_rows, (SELECT count(*) FROM pay_journal) AS journal_rows
 FROM pay_ledger \gset before_
 SELECT outcome('SELECT pay_begin(NULL)') AS null_bizno,
-       outcome('SELECT pay_begin(''E-1'', 0)') AS zero_amount,
-       outcome('SELECT pay_begin(''E-1'', -5)') AS negative_amount,
-       outcome('SELECT pay_begin(''E-1'', ''NaN'')') AS nan_amount,
-       outcome('SELECT pay_begin(''E-1'', ''Infinity'')') AS infinite_amount,
+       outcome('SELECT pay_begin(''E-1'', 0, ''EUR'')') AS zero_amount,
+       outcome('SELECT pay_begin(''E-1'', -5, ''EUR'')') AS negative_amount,
+       outcome('SELECT pay_begin(''E-1'', ''NaN'', ''EUR'')') AS nan_amount,
+       outcome('SELECT pay_begin(''E-1'', ''Infinity'', ''EUR'')') AS infinite_amount,
        outcome('SELECT pay_begin(''E-1'', 1, ''usd'')') AS lower_currency,
        outcome('SELECT pay_begin(''E-1'', 1, ''USDT'')') AS long_currency;
-SELECT outcome('SELECT pay_succeed(''no-such-payment'')') AS succeed_unknown,
-       outcome('SELECT pay_fail(''no-such-payment'')') AS fail_unknown,
+SELECT outcome('SELECT pay_succeed(''no-such-payment'', ''REF'', 1)') AS succeed_unknown,
+       outcome('SELECT pay_fail(''no-such-payment'', NULL, 1)') AS fail_unknown,
        outcome('SELECT pay_reset(''no-such-payment'', ''x'')') AS reset_unknown,
        outcome('SELECT pay_transition(''no-such-payment'', ''INIT'')') AS transition_unknown;
 SELECT outcome('SELECT pay_reset(''B-FAILED'', NULL)') AS reset_without_note,
        outcome('SELECT pay_transition(''B-FAILED'', NULL)') AS transition_without_target,
-       outcome('SELECT pay_open(NULL, ''X'', 1)') AS open_null_prefix,
-       outcome('SELECT pay_open(''PAY'', ''X'', NULL)') AS open_null_amount,
-       outcome('SELECT pay_open(''pay'', ''X'', 1)') AS open_bad_prefix,
-       outcome('SELECT pay_open(''PAY'', ''X Y'', 1)') AS open_bad_biz_id;
+       outcome('SELECT pay_open(NULL, ''X'', 1, ''EUR'')') AS open_null_prefix,
+       outcome('SELECT pay_open(''PAY'', ''X'', NULL, ''EUR'')') AS open_null_amount,
+       outcome('SELECT pay_open(''PAY'', ''X'', 1)') AS open_null_currency,
+       outcome('SELECT pay_open(''pay'', ''X'', 1, ''EUR'')') AS open_bad_prefix,
+       outcome('SELECT pay_open(''PAY'', ''X Y'', 1, ''EUR'')') AS open_bad_biz_id;
 SELECT outcome('SELECT pay_stuck(NULL)') AS stuck_null,
        outcome('SELECT pay_stuck(''1 minute'', 0)') AS stuck_zero_rows;
 SELECT count(*) = :before_ledger_rows AS ledger_unchanged,
@@ -98,10 +99,10 @@ SELECT count(*) = :before_ledger_rows AS ledger_unchanged,
 FROM pay_ledger;
 
 -- Messages say what is wrong.
-SELECT pay_begin('E-1', 0);
+SELECT pay_begin('E-1', 0, 'EUR');
 SELECT pay_begin('E-1', 1, 'usd');
-SELECT pay_succeed('no-such-payment');
-SELECT pay_succeed(NULL);
+SELECT pay_succeed('no-such-payment', 'REF', 1);
+SELECT pay_succeed(NULL, 'REF', 1);
 
 -- A note belongs to the call that gave it: when that call fails inside a
 -- subtransaction, a later write in the same transaction does not inherit it.

@@ -13,6 +13,10 @@ SELECT pay_allowed('INIT', NULL);
 
 -- Every cell through pay_transition: the new status, or the refusal.
 -- No-ops return the state and write nothing; refusals leave it unchanged.
+-- Since 1.3 a payment enters SUCCESS only with the bank's reference, which
+-- pay_transition cannot give: PROCESSING -> SUCCESS is legal, but through
+-- pay_transition it is refused as pay_success_reference (pay_succeed
+-- settles a payment).
 SELECT f AS from_status, t AS to_status,
        outcome(format('SELECT pay_transition(%L, %L)',
                       payment_in('T-' || f || '-' || t, f), t)) AS outcome,
@@ -23,10 +27,12 @@ ORDER BY f, t;
 
 -- Every cell through a raw UPDATE of the ledger by a superuser.  A write
 -- that leaves the status unchanged is not a transition, so PROCESSING ->
--- PROCESSING by UPDATE writes the row (and journals nothing).
+-- PROCESSING by UPDATE writes the row (and journals nothing).  An UPDATE to
+-- SUCCESS sets the bank's reference in the same statement, as 1.3 requires.
 SELECT f AS from_status, t AS to_status,
-       outcome(format('UPDATE pay_ledger SET status = %L WHERE bizno = %L RETURNING status',
-                      t, payment_in('U-' || f || '-' || t, f))) AS outcome,
+       outcome(format('UPDATE pay_ledger SET status = %L%s WHERE bizno = %L RETURNING status',
+                      t, CASE WHEN t = 'SUCCESS' THEN ', channel_ref = coalesce(channel_ref, ''BANK-REF'')' END,
+                      payment_in('U-' || f || '-' || t, f))) AS outcome,
        standing('U-' || f || '-' || t) AS after
 FROM unnest(enum_range(NULL::pay_status)) AS f,
      unnest(enum_range(NULL::pay_status)) AS t

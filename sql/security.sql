@@ -11,7 +11,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON accounts TO regress_app;
 
 SET ROLE regress_app;
 -- It pays, and the journal names it.
-SELECT pay_begin('SEC-1', 5, 'EUR'), pay_succeed('SEC-1');
+SELECT pay_begin('SEC-1', 5, 'EUR'), pay_succeed('SEC-1', 'BANK-SEC-1', 1);
 SELECT actor FROM pay_journal WHERE bizno = 'SEC-1' ORDER BY seq DESC LIMIT 1;
 -- It may write its own table, within the rules.
 UPDATE accounts SET status = 'PROCESSING' WHERE id = 2;
@@ -34,6 +34,12 @@ SELECT outcome($$SET session_replication_role = replica$$) AS replica_role,
        outcome($$SET idempotent_pay.retry_failed = manual$$) AS retry_policy,
        outcome($$SELECT pay_grant('regress_app')$$) AS grant_itself,
        outcome($$SELECT pay_verify()$$) AS verify;
+-- Since 1.3 the repairs are an operator's (pay_grant_operator), not an
+-- application's.
+SELECT outcome($$SELECT pay_reset('SEC-1', 'why')$$) AS reset,
+       outcome($$SELECT pay_transition('SEC-1', 'FAILED')$$) AS transition,
+       outcome($$SELECT pay_confirm_second_charge('SEC-1', 'BANK-X')$$) AS confirm_second_charge,
+       outcome($$SELECT count(*) FROM pay_second_charges$$) AS read_second_charges;
 RESET ROLE;
 SELECT status FROM accounts WHERE id = 1;
 SELECT * FROM pay_guards WHERE table_name = 'accounts'::regclass AND enabled <> 'always';
@@ -54,15 +60,15 @@ SET search_path = evil, pg_catalog, public;
 SELECT 'a' = 'b' AS planted_equality_works;
 -- With = always true, a hijacked lookup would find SEC-1 for every key.
 SELECT pay_begin('HIJACK-1', 1, 'EUR') AS first_key, pay_begin('HIJACK-2', 1, 'EUR') AS second_key;
-SELECT pay_succeed('HIJACK-1');
+SELECT pay_succeed('HIJACK-1', 'BANK-HIJACK-1', 1);
 SELECT pay_begin('HIJACK-2') AS second_key_again;
 SELECT (pay_get('HIJACK-2')).status AS hijack_2_status, (pay_get('HIJACK-2')).bizno AS hijack_2_bizno;
 SELECT count(*) AS stuck_rows_named_hijack_1 FROM pay_stuck('0 seconds', 1000) AS s
 WHERE s.bizno OPERATOR(pg_catalog.=) 'HIJACK-1';
 SELECT pg_catalog.count(*) AS journal_rows_from_2000 FROM pay_journal AS j
 WHERE j.at OPERATOR(pg_catalog.<) '2020-01-01'::timestamptz;
-SELECT pay_open('EVIL', 'ORDER-1', 1) OPERATOR(pg_catalog.=) pay_open('EVIL', 'ORDER-1', 1) AS same_bizno,
-       pay_open('EVIL', 'ORDER-2', 1) OPERATOR(pg_catalog.<>) pay_open('EVIL', 'ORDER-1', 1) AS distinct_bizno;
+SELECT pay_open('EVIL', 'ORDER-1', 1, 'EUR') OPERATOR(pg_catalog.=) pay_open('EVIL', 'ORDER-1', 1, 'EUR') AS same_bizno,
+       pay_open('EVIL', 'ORDER-2', 1, 'EUR') OPERATOR(pg_catalog.<>) pay_open('EVIL', 'ORDER-1', 1, 'EUR') AS distinct_bizno;
 RESET search_path;
 RESET ROLE;
 SELECT * FROM pay_verify();

@@ -28,19 +28,20 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
--- A payment with this key in this state, made through the API (INIT by a
--- plain insert, which the guard allows).
+-- A payment of 10 EUR with this key in this state, made through the API
+-- (INIT by a plain insert, which the guard allows), settled under its first
+-- attempt with the reference REF-<key>.
 CREATE FUNCTION payment_in(key text, state pay_status) RETURNS text
 LANGUAGE plpgsql AS $$
 BEGIN
     IF state = 'INIT' THEN
-        INSERT INTO pay_ledger (bizno, status) VALUES (key, 'INIT');
+        INSERT INTO pay_ledger (bizno, status, amount, currency) VALUES (key, 'INIT', 10, 'EUR');
     ELSE
         PERFORM pay_begin(key, 10, 'EUR');
         IF state = 'SUCCESS' THEN
-            PERFORM pay_succeed(key);
+            PERFORM pay_succeed(key, 'REF-' || key, 1);
         ELSIF state = 'FAILED' THEN
-            PERFORM pay_fail(key, 'declined');
+            PERFORM pay_fail(key, 'declined', 1);
         END IF;
     END IF;
     RETURN key;

@@ -1,12 +1,14 @@
 -- The payment API contract (SPEC sections 4, 6 and 7), as a user checks it.
 BEGIN;
-SELECT plan(52);
+SELECT plan(62);
 
 -- Types
 SELECT has_type('pay_status');
 SELECT enum_has_labels('pay_status', ARRAY['INIT', 'PROCESSING', 'SUCCESS', 'FAILED']);
 SELECT has_type('pay_action');
 SELECT enum_has_labels('pay_action', ARRAY['PROCEED', 'ALREADY_SUCCEEDED', 'IN_PROGRESS', 'NEEDS_RESET']);
+SELECT has_type('pay_settlement');
+SELECT enum_has_labels('pay_settlement', ARRAY['SUCCESS', 'SECOND_CHARGE']);
 
 -- Tables
 SELECT has_table('pay_ledger');
@@ -28,23 +30,29 @@ SELECT ok((SELECT count(*) = 2 FROM pg_extension e, unnest(e.extconfig) AS c
            WHERE e.extname = 'idempotent_pay'
              AND c IN ('pay_ledger'::regclass, 'pay_journal'::regclass)),
           'ledger and journal are dumped by pg_dump');
+SELECT has_view('pay_currencies');
+SELECT has_view('pay_second_charges');
 
 -- Functions
 SELECT function_returns('pay_open', ARRAY['text', 'text', 'numeric', 'text'], 'text');
 SELECT function_returns('pay_begin', ARRAY['text', 'numeric', 'text'], 'pay_action');
-SELECT function_returns('pay_succeed', ARRAY['text', 'text', 'integer', 'jsonb'], 'pay_status');
+-- since 1.3 pay_succeed answers whether the bank charged twice (pay_settlement), not the status
+SELECT function_returns('pay_succeed', ARRAY['text', 'text', 'integer', 'jsonb'], 'pay_settlement');
 SELECT function_returns('pay_fail', ARRAY['text', 'text', 'integer'], 'pay_status');
 SELECT function_returns('pay_reset', ARRAY['text', 'text'], 'pay_status');
 SELECT function_returns('pay_transition', ARRAY['text', 'pay_status', 'text'], 'pay_status');
 SELECT function_returns('pay_get', ARRAY['text'], 'setof pay_ledger');
 SELECT function_returns('pay_stuck', ARRAY['interval', 'integer'], 'setof pay_ledger');
+SELECT function_returns('pay_find', ARRAY['text', 'text'], 'setof pay_ledger');
+SELECT function_returns('pay_confirm_second_charge', ARRAY['text', 'text'], 'void');
 SELECT function_returns('pay_grant', ARRAY['regrole'], 'void');
 SELECT function_returns('pay_allowed', ARRAY['pay_status', 'pay_status'], 'boolean');
 SELECT is_definer('pay_begin', ARRAY['text', 'numeric', 'text']);
 SELECT is((SELECT count(*)::int FROM pg_proc
-           WHERE proname IN ('pay_open', 'pay_reset', 'pay_transition', 'pay_get', 'pay_stuck')
+           WHERE proname IN ('pay_open', 'pay_reset', 'pay_transition', 'pay_get', 'pay_stuck',
+                             'pay_find', 'pay_confirm_second_charge')
              AND prosecdef AND proconfig::text LIKE '%search_path=%pg_temp%'),
-          5, 'the API functions that run SQL run as the owner with a pinned search_path');
+          7, 'the API functions that run SQL run as the owner with a pinned search_path');
 SELECT is((SELECT count(*)::int FROM pg_proc
            WHERE proname IN ('pay_begin', 'pay_claim', 'pay_succeed', 'pay_fail')
              AND prosecdef AND prolang = (SELECT oid FROM pg_language WHERE lanname = 'c')
@@ -57,10 +65,12 @@ SELECT is(pay_begin('TAP-1'), 'IN_PROGRESS', 'again while PROCESSING: IN_PROGRES
 SELECT is(pay_succeed('TAP-1', 'REF-1', 1), 'SUCCESS', 'pay_succeed settles it');
 SELECT is(pay_begin('TAP-1'), 'ALREADY_SUCCEEDED', 'after SUCCESS: ALREADY_SUCCEEDED');
 SELECT is(pay_begin('TAP-2', 5, 'USD'), 'PROCEED', 'another payment');
-SELECT is(pay_fail('TAP-2', 'declined'), 'FAILED', 'pay_fail');
+SELECT is(pay_fail('TAP-2', 'declined', 1), 'FAILED', 'pay_fail');
 SELECT is(pay_begin('TAP-2'), 'PROCEED', 'FAILED is retried (auto)');
 SELECT is((pay_get('TAP-2')).attempt, 2, 'attempt counts entries into PROCESSING');
-SELECT throws_ok($$SELECT pay_succeed('TAP-2', NULL, 1)$$, '55000', NULL, 'a stale attempt is fenced off');
+SELECT throws_ok($$SELECT pay_succeed('TAP-2', 'LATE-REF', 1)$$, '55000', NULL, 'a stale attempt is fenced off');
+SELECT throws_ok($$SELECT pay_succeed('TAP-2', 'REF-2')$$, '22004', NULL, 'since 1.3 the attempt is required');
+SELECT throws_ok($$SELECT pay_succeed('TAP-2', NULL, 2)$$, '22004', NULL, 'since 1.3 a success needs its channel_ref');
 SELECT throws_ok($$SELECT pay_transition('TAP-1', 'INIT')$$, '23514', NULL, 'SUCCESS is final');
 SELECT throws_ok($$SELECT pay_begin('TAP-1', 6, 'USD')$$, '55000', NULL, 'the amount of a SUCCESS is frozen');
 SELECT throws_ok($$SELECT pay_reset('TAP-9', 'x')$$, 'P0002', NULL, 'unknown bizNo');
@@ -74,7 +84,7 @@ CREATE ROLE tap_app;
 SELECT lives_ok($$SELECT pay_grant('tap_app')$$, 'pay_grant');
 SET LOCAL ROLE tap_app;
 SELECT is(pay_begin('TAP-APP', 1, 'EUR'), 'PROCEED', 'the application pays');
-SELECT is(pay_succeed('TAP-APP'), 'SUCCESS', 'and settles');
+SELECT is(pay_succeed('TAP-APP', 'REF-APP', 1), 'SUCCESS', 'and settles');
 SELECT is((SELECT actor FROM pay_journal WHERE bizno = 'TAP-APP' ORDER BY seq DESC LIMIT 1), 'tap_app',
           'the journal names the application role, not the owner');
 SELECT throws_ok($$UPDATE pay_ledger SET status = 'INIT' WHERE bizno = 'TAP-APP'$$, '42501', NULL,
@@ -90,6 +100,10 @@ SELECT throws_ok($$SET idempotent_pay.retry_failed = manual$$, '42501', NULL,
 SELECT throws_ok($$SET session_replication_role = replica$$, '42501', NULL,
                  'it cannot set session_replication_role');
 SELECT throws_ok($$SELECT pay_grant('tap_app')$$, '42501', NULL, 'it cannot grant');
+SELECT throws_ok($$SELECT pay_transition('TAP-2', 'FAILED')$$, '42501', NULL,
+                 'since 1.3 it cannot call pay_transition (an operator''s, pay_grant_operator)');
+SELECT throws_ok($$SELECT pay_reset('TAP-2', 'why')$$, '42501', NULL,
+                 'since 1.3 it cannot call pay_reset (an operator''s, pay_grant_operator)');
 RESET ROLE;
 
 SELECT * FROM finish();

@@ -1,6 +1,6 @@
 -- Refunds (SPEC section 14), as a user checks them.
 BEGIN;
-SELECT plan(59);
+SELECT plan(65);
 
 -- What a statement raises: SQLSTATE and constraint name ('ok' when it does not raise).
 CREATE FUNCTION tap_outcome(statement text) RETURNS text LANGUAGE plpgsql AS $$
@@ -28,12 +28,12 @@ $$;
 
 -- Payments in every state: 100.00 CNY captured, an order of 30.00 EUR opened with pay_open.
 DO $$ BEGIN
-    PERFORM pay_begin('TAP-PAID', 100.00, 'CNY'), pay_succeed('TAP-PAID', 'BANK-1');
+    PERFORM pay_begin('TAP-PAID', 100.00, 'CNY'), pay_succeed('TAP-PAID', 'BANK-1', 1);
     INSERT INTO tap_ids VALUES ('order', pay_open('SHOP', 'TAP-ORDER', 30.00, 'EUR'));
-    PERFORM pay_begin(tap_id('order')), pay_succeed(tap_id('order'), 'BANK-2');
+    PERFORM pay_begin(tap_id('order')), pay_succeed(tap_id('order'), 'BANK-2', 1);
     INSERT INTO pay_ledger (bizno, status) VALUES ('TAP-INIT', 'INIT');
-    PERFORM pay_begin('TAP-PROCESSING', 10, 'EUR'), pay_begin('TAP-FAILED', 10, 'EUR'), pay_fail('TAP-FAILED', 'declined');
-    PERFORM pay_begin('TAP-APP-PAID', 10, 'USD'), pay_succeed('TAP-APP-PAID', 'BANK-3');
+    PERFORM pay_begin('TAP-PROCESSING', 10, 'EUR'), pay_begin('TAP-FAILED', 10, 'EUR'), pay_fail('TAP-FAILED', 'declined', 1);
+    PERFORM pay_begin('TAP-APP-PAID', 10, 'USD'), pay_succeed('TAP-APP-PAID', 'BANK-3', 1);
 END $$;
 
 SELECT function_returns('pay_refund_open', ARRAY['text', 'text', 'numeric', 'text'], 'text');
@@ -90,29 +90,41 @@ SELECT results_eq($$SELECT tap_balance('TAP-PAID')$$, $$VALUES ('{100, 0, 100, 0
                   'balance: captured, refunded, in flight, refundable');
 SELECT is(tap_outcome(format('SELECT pay_claim(%L, 41)', tap_id('r4'))), '55000 pay_amount_frozen',
           'the amount of a refund in flight is frozen');
-SELECT is(pay_fail(tap_id('r2'), 'the bank refused'), 'FAILED', 'a refund fails like a payment');
-SELECT is(pay_succeed(tap_id('r1'), 'BANK-R1'), 'SUCCESS', 'a refund succeeds like a payment');
+SELECT is(pay_fail(tap_id('r2'), 'the bank refused', 1), 'FAILED', 'a refund fails like a payment');
+SELECT is(pay_succeed(tap_id('r1'), 'BANK-R1', 1), 'SUCCESS', 'a refund succeeds like a payment');
 SELECT is(action::text, 'PROCEED', 'a failed refund frees its share') FROM pay_claim(tap_id('r3'));
 UPDATE tap_mark SET rows_before = tap_rows();
 SELECT is(tap_outcome(format('SELECT pay_claim(%L)', tap_id('r2'))), '23514 pay_refund_limit',
           'a FAILED refund retried is checked again (40 > 19.99 left)');
 SELECT is(tap_rows() || ' ' || (pay_get(tap_id('r2'))).status, (SELECT rows_before FROM tap_mark) || ' FAILED',
           '... records nothing and stays FAILED');
-SELECT is(pay_fail(tap_id('r3'), 'the bank refused'), 'FAILED', 'another refund fails');
+SELECT is(pay_fail(tap_id('r3'), 'the bank refused', 1), 'FAILED', 'another refund fails');
 SELECT is(action::text, 'PROCEED', 'now the retry fits exactly') FROM pay_claim(tap_id('r2'));
-DO $$ BEGIN PERFORM pay_succeed(tap_id('r2'), 'BANK-R2'), pay_succeed(tap_id('r4'), 'BANK-R4'); END $$;
+-- r2 settles its second attempt
+DO $$ BEGIN PERFORM pay_succeed(tap_id('r2'), 'BANK-R2', 2), pay_succeed(tap_id('r4'), 'BANK-R4', 1); END $$;
 SELECT results_eq($$SELECT tap_balance('TAP-PAID')$$, $$VALUES ('{100, 100, 0, 0}'::numeric[])$$, 'all captured is refunded');
 
--- A second charge reported by the bank is journaled once and counts as captured.
+-- A second charge reported by the bank is journaled once; since 1.3 it is
+-- pay_succeed's answer, and counts as captured only once a bank statement
+-- confirms it (1.2 counted it at once).
 SET LOCAL client_min_messages = error;
-DO $$ BEGIN PERFORM pay_succeed('TAP-PAID', 'BANK-1b'), pay_succeed('TAP-PAID', 'BANK-1b'); END $$;
+SELECT is(pay_succeed('TAP-PAID', 'BANK-1b', 1), 'SECOND_CHARGE', 'since 1.3 a second charge is pay_succeed''s answer');
+SELECT is(pay_succeed('TAP-PAID', 'BANK-1b', 1), 'SECOND_CHARGE', '... each time it is reported');
 RESET client_min_messages;
 SELECT is((SELECT count(*)::int FROM pay_journal WHERE bizno = 'TAP-PAID' AND from_status = 'SUCCESS' AND to_status = 'SUCCESS'),
           1, 'a second charge reported twice is journaled once');
+SELECT results_eq($$SELECT tap_balance('TAP-PAID')$$, $$VALUES ('{100, 100, 0, 0}'::numeric[])$$,
+                  'since 1.3 a second charge only reported is not captured yet');
+INSERT INTO tap_ids VALUES ('dup', pay_refund_open('TAP-PAID', 'BANK-1b', 100.00, 'second charge'));
+UPDATE tap_mark SET rows_before = tap_rows();
+SELECT is(tap_outcome(format('SELECT pay_claim(%L)', tap_id('dup'))), '23514 pay_refund_limit',
+          '... so its refund does not fit yet');
+SELECT is(tap_rows(), (SELECT rows_before FROM tap_mark), '... and records nothing');
+SELECT lives_ok($$SELECT pay_confirm_second_charge('TAP-PAID', 'BANK-1b')$$, 'a bank statement confirms it');
 SELECT results_eq($$SELECT tap_balance('TAP-PAID')$$, $$VALUES ('{200, 100, 0, 100}'::numeric[])$$,
-                  'the second charge counts as captured');
+                  'the confirmed second charge counts as captured');
 SELECT is(action::text, 'PROCEED', 'the second charge is refunded, keyed by its reference')
-FROM pay_claim(pay_refund_open('TAP-PAID', 'BANK-1b', 100.00, 'second charge'));
+FROM pay_claim(tap_id('dup'));
 
 -- Raw writes are held to the same rules by the ledger's trigger.
 UPDATE tap_mark SET rows_before = tap_rows();

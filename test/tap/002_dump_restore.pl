@@ -23,11 +23,11 @@ $node->start;
 # a deleted INIT payment whose journal stays, and a guarded user table.
 my $payments = q{
 	SELECT pay_begin('D-SUCCESS', 10, 'EUR'), pay_succeed('D-SUCCESS', 'BANK-1', 1);
-	SELECT pay_begin('D-FAILED', 20, 'EUR'), pay_fail('D-FAILED', 'declined');
+	SELECT pay_begin('D-FAILED', 20, 'EUR'), pay_fail('D-FAILED', 'declined', 1);
 	SELECT pay_begin('D-PROCESSING', 30, 'EUR');
-	SELECT pay_begin('D-RETRIED', 40, 'EUR'), pay_fail('D-RETRIED', 'timeout');
+	SELECT pay_begin('D-RETRIED', 40, 'EUR'), pay_fail('D-RETRIED', 'timeout', 1);
 	SELECT pay_begin('D-RETRIED', 41, 'EUR'), pay_succeed('D-RETRIED', 'BANK-2', 2);
-	SELECT pay_begin('D-RESET', 50, 'EUR'), pay_fail('D-RESET', 'declined');
+	SELECT pay_begin('D-RESET', 50, 'EUR'), pay_fail('D-RESET', 'declined', 1);
 	SELECT pay_reset('D-RESET', 'customer called');
 	SELECT pay_open('SHOP', 'ORDER-1', 60, 'EUR');
 	SELECT pay_open('SHOP', 'ORDER-1', 61, 'EUR');
@@ -53,10 +53,12 @@ my $current = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'idempotent_pay'");
 make_source('source', $current);
 make_source('source_1_1', '1.1');
-# Refunds of D-SUCCESS (10 EUR) that take all of it: one returned, one in flight.
+# Refunds of D-SUCCESS (10 EUR) that take all of it: one returned (settled
+# with the attempt its claim returned), one in flight.
 $node->safe_psql(
 	'source', q{
-	SELECT pay_claim(pay_refund_open('D-SUCCESS', 'R1', 4)), pay_succeed(pay_refund_open('D-SUCCESS', 'R1', 4));
+	SELECT pay_succeed(refund.bizno, 'BANK-REFUND-1', claim.attempt)
+	FROM pay_refund_open('D-SUCCESS', 'R1', 4) AS refund(bizno), pay_claim(refund.bizno) AS claim;
 	SELECT pay_claim(pay_refund_open('D-SUCCESS', 'R2', 6));
 });
 

@@ -35,20 +35,22 @@ sub script
 		my $kind = $i % 10;
 		if ($kind <= 5)
 		{
-			$sql .= "$ack pay_succeed('$key');\n";
+			$sql .= "$ack pay_succeed('$key', 'BANK-$key', 1);\n";
 		}
 		elsif ($kind <= 7)
 		{
-			$sql .= "$ack pay_fail('$key', 'declined');\n";
+			# the retry, automatic or after a reset, is attempt 2
+			$sql .= "$ack pay_fail('$key', 'declined', 1);\n";
 			$sql .= "$ack pay_begin('$key');\n" if $kind == 6;
 			$sql .= "$ack pay_reset('$key', 'retry by hand');\n$ack pay_begin('$key');\n"
 			  if $kind == 7;
-			$sql .= "$ack pay_succeed('$key');\n";
+			$sql .= "$ack pay_succeed('$key', 'BANK-$key', 2);\n";
 		}
 		elsif ($kind == 8)
 		{
 			# inside a transaction, acknowledged once COMMIT returns
-			$sql .= "BEGIN;\nSELECT pay_begin('$key-tx', 10, 'EUR');\nSELECT pay_succeed('$key-tx');\nCOMMIT;\n"
+			$sql .= "BEGIN;\nSELECT pay_begin('$key-tx', 10, 'EUR');\n"
+			  . "SELECT pay_succeed('$key-tx', 'BANK-$key-tx', 1);\nCOMMIT;\n"
 			  . "SELECT 'ACK', '$key-tx', 'SUCCESS';\n";
 		}
 		# kind 9: stays PROCESSING

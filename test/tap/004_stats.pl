@@ -24,9 +24,9 @@ sub stat_of
 $node->safe_psql(
 	'postgres', q{
 	SELECT pay_begin('S-1', 10, 'EUR'), pay_begin('S-1'), pay_begin('S-1');
-	SELECT pay_succeed('S-1');
+	SELECT pay_succeed('S-1', 'BANK-1', 1);
 	SELECT pay_begin('S-1'), pay_begin('S-1');
-	SELECT pay_begin('S-2', 10, 'EUR'), pay_fail('S-2'), pay_begin('S-2');
+	SELECT pay_begin('S-2', 10, 'EUR'), pay_fail('S-2', 'declined', 1), pay_begin('S-2');
 });
 is(stat_of('PROCESSING', 'duplicate_answers'), 2, 'IN_PROGRESS answers are counted');
 is(stat_of('SUCCESS', 'duplicate_answers'), 2, 'ALREADY_SUCCEEDED answers are counted');

@@ -91,7 +91,7 @@ sub script
 		{
 			$unit->(
 				$key, 'tx', "'SUCCESS'", 'SUCCESS', 'SUCCESS', 1,
-				"BEGIN;\nSELECT pay_begin('$key', 10, 'EUR');\nSELECT pay_succeed('$key');\nCOMMIT;\n");
+				"BEGIN;\nSELECT pay_begin('$key', 10, 'EUR');\nSELECT pay_succeed('$key', 'BANK-$key', 1);\nCOMMIT;\n");
 			next;
 		}
 		if ($kind == 8)
@@ -102,7 +102,7 @@ sub script
 				"SELECT pay_open('SHOP', 'W$worker-$i', 10, 'EUR') AS bizno \\gset\n");
 			next unless $variant;    # stays INIT: not charged yet
 			$unit->($payment, 'begin', "pay_begin(:'bizno')", 'PROCEED', 'PROCESSING', 1);
-			$unit->($payment, 'succeed', "pay_succeed(:'bizno')", 'SUCCESS', 'SUCCESS', 1);
+			$unit->($payment, 'succeed', "pay_succeed(:'bizno', 'BANK-W$worker-$i', 1)", 'SUCCESS', 'SUCCESS', 1);
 			next;
 		}
 		$unit->($key, 'begin', "pay_begin('$key', 10, 'EUR')", 'PROCEED', 'PROCESSING', 1);
@@ -110,14 +110,14 @@ sub script
 		my $attempt = 1;
 		if ($kind == 5 || $kind == 6)
 		{
-			$unit->($key, 'fail', "pay_fail('$key', 'declined')", 'FAILED', 'FAILED', 1);
+			$unit->($key, 'fail', "pay_fail('$key', 'declined', 1)", 'FAILED', 'FAILED', 1);
 			next if $kind == 5 && !$variant;    # stays FAILED
 			$unit->($key, 'reset', "pay_reset('$key', 'retry by hand')", 'INIT', 'INIT', 1)
 			  if $kind == 6;
 			$unit->($key, 'begin', "pay_begin('$key')", 'PROCEED', 'PROCESSING', 2);
 			$attempt = 2;
 		}
-		$unit->($key, 'succeed', "pay_succeed('$key')", 'SUCCESS', 'SUCCESS', $attempt);
+		$unit->($key, 'succeed', "pay_succeed('$key', 'BANK-$key', $attempt)", 'SUCCESS', 'SUCCESS', $attempt);
 	}
 	return ($sql, \@units);
 }
@@ -318,14 +318,16 @@ my ($old_processing) = map { $found{$_}{bizno} }
 my ($old_opened) = sort keys %opened;
 is($new->safe_psql('postgres', "SELECT pay_begin('after-failover', 10, 'EUR')"),
 	'PROCEED', 'a new payment begins on the new primary');
-is($new->safe_psql('postgres', "SELECT pay_succeed('after-failover')"),
+is($new->safe_psql('postgres', "SELECT pay_succeed('after-failover', 'BANK-after-failover', 1)"),
 	'SUCCESS', 'and succeeds');
 is($new->safe_psql('postgres', "SELECT pay_begin('$old_success')"),
 	'ALREADY_SUCCEEDED', "a retry of an acknowledged success is answered from the ledger ($old_success)");
 is($new->safe_psql('postgres', "SELECT pay_begin('$old_processing')"),
 	'IN_PROGRESS', "a retry of a PROCESSING payment is not charged again ($old_processing)");
-is($new->safe_psql('postgres', "SELECT pay_succeed('$old_processing')"),
-	'SUCCESS', 'the reconciler settles it');
+is( $new->safe_psql(
+		'postgres', "SELECT pay_succeed(bizno, 'BANK-RECONCILED', attempt)
+		             FROM pay_stuck('0 seconds', 1000000) WHERE bizno = '$old_processing'"),
+	'SUCCESS', 'the reconciler settles it, with the attempt pay_stuck lists');
 is($new->safe_psql('postgres', "SELECT pay_open('SHOP', '" . substr($old_opened, 5) . "', 10, 'EUR')"),
 	$opened{$old_opened}, 'pay_open gives an opened order the bizNo acknowledged before');
 

@@ -42,13 +42,13 @@ $_->safe_psql('postgres', 'CREATE EXTENSION idempotent_pay') for $publisher, $su
 $publisher->safe_psql(
 	'postgres', q{
 	SELECT pay_begin('L-SUCCESS', 10, 'EUR'), pay_succeed('L-SUCCESS', 'BANK-1', 1);
-	SELECT pay_begin('L-FAILED', 20, 'EUR'), pay_fail('L-FAILED', 'declined');
+	SELECT pay_begin('L-FAILED', 20, 'EUR'), pay_fail('L-FAILED', 'declined', 1);
 	SELECT pay_begin('L-PROCESSING', 30, 'EUR');
-	SELECT pay_begin('L-RETRIED', 40, 'EUR'), pay_fail('L-RETRIED', 'timeout');
+	SELECT pay_begin('L-RETRIED', 40, 'EUR'), pay_fail('L-RETRIED', 'timeout', 1);
 	SELECT pay_begin('L-RETRIED'), pay_succeed('L-RETRIED', 'BANK-2', 2);
-	SELECT pay_begin('L-RESET', 50, 'EUR'), pay_fail('L-RESET', 'declined');
+	SELECT pay_begin('L-RESET', 50, 'EUR'), pay_fail('L-RESET', 'declined', 1);
 	SELECT pay_reset('L-RESET', 'customer called');
-	SELECT pay_begin('L-FIX', 70, 'EUR'), pay_fail('L-FIX', 'bank down');
+	SELECT pay_begin('L-FIX', 70, 'EUR'), pay_fail('L-FIX', 'bank down', 1);
 	SELECT pay_begin('L-LEFT', 80, 'EUR');
 	SELECT pay_open('SHOP', 'ORDER-1', 60, 'EUR');
 	SELECT pay_open('SHOP', 'ORDER-1', 61, 'EUR');
@@ -100,7 +100,7 @@ $publisher->safe_psql(
 	'postgres', qq{
 	-- new payments, a success and a failure
 	SELECT pay_begin('S-SUCCESS', 11, 'EUR'), pay_succeed('S-SUCCESS', 'BANK-3', 1);
-	SELECT pay_begin('S-FAILED', 12, 'EUR'), pay_fail('S-FAILED', 'declined');
+	SELECT pay_begin('S-FAILED', 12, 'EUR'), pay_fail('S-FAILED', 'declined', 1);
 	-- rows from the initial sync move on
 	SELECT pay_succeed('L-PROCESSING', 'BANK-4', 1);
 	SELECT pay_begin('L-RESET'), pay_succeed('L-RESET', 'BANK-5', 2);
@@ -114,9 +114,11 @@ $publisher->safe_psql(
 	SELECT pay_begin('S-FAILED'), pay_succeed('S-FAILED', 'BANK-7', 2);
 	-- pay_open again with another amount and currency while INIT
 	SELECT pay_open('SHOP', 'ORDER-1', 62, 'USD');
-	-- pay_transition
+	-- pay_transition, then the bank's reference of the phone payment: since
+	-- 1.3 a payment enters SUCCESS only with its channel_ref, which
+	-- pay_transition cannot give (23514 pay_success_reference)
 	SELECT pay_transition('$order_2', 'PROCESSING', 'started by phone');
-	SELECT pay_transition('$order_2', 'SUCCESS', 'confirmed by phone');
+	SELECT pay_succeed('$order_2', 'PHONE-1', 1);
 	-- a raw DELETE of INIT payments: one synced, one streamed
 	DELETE FROM pay_ledger WHERE bizno = '$order_1';
 	INSERT INTO pay_ledger (bizno, status, amount, currency) VALUES ('S-DELETED', 'INIT', 5, 'EUR');
@@ -125,8 +127,8 @@ $publisher->safe_psql(
 	UPDATE pay_ledger SET status = 'INIT', note = 'ticket 1' WHERE bizno = 'L-FIX';
 	-- several payments in one transaction, and one rolled back
 	BEGIN;
-	SELECT pay_begin('S-TX-1', 13, 'EUR'), pay_succeed('S-TX-1');
-	SELECT pay_begin('S-TX-2', 14, 'EUR'), pay_fail('S-TX-2', 'declined');
+	SELECT pay_begin('S-TX-1', 13, 'EUR'), pay_succeed('S-TX-1', 'BANK-TX-1', 1);
+	SELECT pay_begin('S-TX-2', 14, 'EUR'), pay_fail('S-TX-2', 'declined', 1);
 	COMMIT;
 	BEGIN;
 	SELECT pay_begin('S-ROLLED-BACK', 15, 'EUR');
