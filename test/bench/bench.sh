@@ -61,7 +61,7 @@ CREATE FUNCTION bench_calls(payments integer) RETURNS void LANGUAGE plpgsql AS $
 BEGIN
     FOR i IN 1 .. payments LOOP
         PERFORM pay_begin('MEM-' || i, 10, 'EUR');
-        PERFORM pay_succeed('MEM-' || i);
+        PERFORM pay_succeed('MEM-' || i, 'bank-ref', 1);
     END LOOP;
 END $$;
 -- every contender starts from 100k settled payments (and the same plans)
@@ -131,7 +131,7 @@ for contender in api lean plpgsql floor; do CPU[$contender]=''; done
 for round in $(seq "$ROUNDS"); do
 	sql -c "VACUUM ANALYZE"
 	read -r cpu wal < <(cpu_and_wal "SELECT pay_begin(\$1, 100.00, 'CNY')" \
-		"SELECT pay_succeed(\$1, 'bank-ref')" "CA$round-")
+		"SELECT pay_succeed(\$1, 'bank-ref', 1)" "CA$round-")
 	CPU[api]+="$cpu " WAL[api]=$wal
 	read -r cpu wal < <(cpu_and_wal "SELECT lean_pay.pay_begin(\$1, 100.00, 'CNY')" \
 		"SELECT lean_pay.pay_succeed(\$1, 'bank-ref')" "CL$round-")
