@@ -131,23 +131,30 @@ REVOKE ALL ON FUNCTION @extschema@.pay_confirm_second_charge(text, text) FROM PU
 
 -- The journal's record of second charges, one row per payment and bank
 -- reference: 1.2 journaled them as captured at once; since 1.3 a
--- settlement reports one, and a statement confirms it.
-CREATE VIEW @extschema@.pay_second_charges AS
+-- settlement reports one, and a statement confirms it.  A function, not a
+-- view: a view's dependency on the journal's note column would stop a DBA
+-- from dropping it, which the ledger's triggers otherwise follow.
+CREATE FUNCTION @extschema@.pay_second_charges(OUT bizno text, OUT channel_ref text,
+                                               OUT confirmed boolean, OUT reported_at timestamptz)
+RETURNS SETOF record
+AS $$
     SELECT j.bizno,
            pg_catalog.substring(j.note,
-               '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as ') AS channel_ref,
-           pg_catalog.bool_or(j.note NOT LIKE 'second charge reported: %') AS confirmed,
-           pg_catalog.min(j.at) AS reported_at
+               '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as '),
+           pg_catalog.bool_or(j.note NOT LIKE 'second charge reported: %'),
+           pg_catalog.min(j.at)
     FROM @extschema@.pay_journal AS j
     WHERE j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
       AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
       AND j.note LIKE 'second charge%'
-    GROUP BY 1, 2;
+    GROUP BY 1, 2
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 
-COMMENT ON VIEW @extschema@.pay_second_charges IS
+COMMENT ON FUNCTION @extschema@.pay_second_charges() IS
 'Every second charge the bank made of a payment, by reference; confirmed once a bank statement shows it (pay_reconcile), and only then counted as captured';
 
-REVOKE ALL ON @extschema@.pay_second_charges FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.pay_second_charges() FROM PUBLIC;
 
 -- What was captured: the success, and every second charge a statement
 -- confirmed; a second charge only reported is not refundable yet.
@@ -254,7 +261,7 @@ AS $$
     UNION ALL
     SELECT c.bizno, pg_catalog.format('a second charge under %s was reported, and no bank statement confirms it',
                                       c.channel_ref)
-    FROM @extschema@.pay_second_charges AS c
+    FROM @extschema@.pay_second_charges() AS c
     WHERE NOT c.confirmed
 $$
 LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
@@ -284,7 +291,7 @@ CREATE OR REPLACE VIEW @extschema@.pay_stats AS
            (SELECT c.stats_reset FROM counters AS c) AS stats_reset,
            pg_catalog.count(l.bizno) FILTER (WHERE l.parent IS NOT NULL) AS refunds,
            CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
-               (SELECT pg_catalog.count(*) FROM @extschema@.pay_second_charges AS c WHERE NOT c.confirmed)
+               (SELECT pg_catalog.count(*) FROM @extschema@.pay_second_charges() AS c WHERE NOT c.confirmed)
            END AS unconfirmed_second_charges
     FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
     LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) s.status
@@ -482,7 +489,7 @@ REVOKE ALL ON FUNCTION @extschema@.pay_find(text, text) FROM PUBLIC;
 
 -- Least privilege: an application pays, an operator repairs.  pay_grant no
 -- longer grants pay_reset and pay_transition; pay_grant_operator does, and
--- reading pay_guards and pay_second_charges.
+-- pay_second_charges and reading pay_guards.
 CREATE OR REPLACE FUNCTION @extschema@.pay_grant(role regrole)
 RETURNS void
 AS $$
@@ -526,7 +533,7 @@ BEGIN
     EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
     EXECUTE pg_catalog.format(
         'GRANT SELECT ON @extschema@.pay_ledger, @extschema@.pay_journal, @extschema@.pay_stats, '
-        '@extschema@.pay_guards, @extschema@.pay_second_charges TO %s', role);
+        '@extschema@.pay_guards TO %s', role);
     EXECUTE pg_catalog.format(
         'GRANT EXECUTE ON FUNCTION '
         '@extschema@.pay_reset(text, text), '
@@ -534,6 +541,7 @@ BEGIN
         '@extschema@.pay_reconcile(regclass, boolean, timestamptz), '
         '@extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz), '
         '@extschema@.pay_confirm_second_charge(text, text), '
+        '@extschema@.pay_second_charges(), '
         '@extschema@.pay_succeed(text, text, integer, jsonb), '
         '@extschema@.pay_fail(text, text, integer), '
         '@extschema@.pay_stats_reset(), '
@@ -549,7 +557,7 @@ $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
-'Give a finance or operations role what repairing, reconciling and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_stats, pay_verify, pay_guards, and what reconciling settles and refunds with';
+'Give a finance or operations role what repairing, reconciling and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_second_charges, pay_stats, pay_verify, pay_guards, and what reconciling settles and refunds with';
 
 -- The roles 1.2 granted: an operator (it could reconcile) gets 1.3's
 -- operator grants; a role that could pay but not reconcile is an

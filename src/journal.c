@@ -18,9 +18,10 @@
  * The SQL of 1.3 binds pay_ledger_bookkeeping_1_3, which also holds every
  * write to 1.3's rules for a payment's values (amount.c): a currency is an
  * active ISO 4217 code and the amount fits its minor units (22023), a
- * payment enters SUCCESS only with the bank's reference (23514,
- * pay_success_reference), and its texts are bounded (22001, 54000).  Rows
- * a write does not change are left as they are.
+ * payment enters PROCESSING only with its amount and currency (23502) and
+ * SUCCESS only with the bank's reference (23514, pay_success_reference),
+ * and its texts are bounded (22001, 54000).  Rows a write does not change
+ * are left as they are.
  *
  * pay_ledger_journal() (AFTER INSERT OR UPDATE) appends one journal row per
  * transition and per amount change (an UPDATE that changes none of status,
@@ -243,6 +244,18 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple,
 		if (!amount_null)
 			PayCheckAmountFits(DatumGetNumeric(amount), DatumGetTextPP(currency));
 	}
+	if (status == PAY_PROCESSING && from != PAY_PROCESSING &&
+		(heap_attisnull(tuple, col[LEDGER_AMOUNT], RelationGetDescr(rel)) ||
+		 heap_attisnull(tuple, col[LEDGER_CURRENCY], RelationGetDescr(rel))))
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("a payment is charged only with its amount and currency"),
+				 errdetail("%s has no %s.", PayRowKeyDescription(rel, tuple),
+						   heap_attisnull(tuple, col[LEDGER_AMOUNT], RelationGetDescr(rel)) ?
+						   "amount" : "currency"),
+				 errhint("Pass the amount and currency with the claim: pay_claim(bizno, amount, currency)."),
+				 errtablecol(rel, heap_attisnull(tuple, col[LEDGER_AMOUNT], RelationGetDescr(rel)) ?
+							 col[LEDGER_AMOUNT] : col[LEDGER_CURRENCY])));
 	if (oldtuple != NULL && status == PAY_SUCCESS && from != PAY_SUCCESS &&
 		heap_attisnull(tuple, col[LEDGER_CHANNEL_REF], RelationGetDescr(rel)))
 		ereport(ERROR,

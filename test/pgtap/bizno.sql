@@ -1,4 +1,4 @@
--- The bizNo contract (SPEC section 5), as a user checks it.
+-- The bizNo contract, as a user checks it.
 BEGIN;
 SELECT plan(24);
 

@@ -1,4 +1,4 @@
--- Guarding existing tables (SPEC section 8), as a user checks it.
+-- Guarding existing tables, as a user checks it.
 BEGIN;
 SELECT plan(30);
 

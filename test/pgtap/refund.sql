@@ -1,4 +1,4 @@
--- Refunds (SPEC section 14), as a user checks them.
+-- Refunds, as a user checks them.
 BEGIN;
 SELECT plan(65);
 
