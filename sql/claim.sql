@@ -60,7 +60,7 @@ SELECT count(*) AS journal_rows FROM pay_journal WHERE bizno = 'CL-1';
 SELECT * FROM pay_verify();
 -- The operator finds it on the bank's statement and confirms it.
 SELECT pay_confirm_second_charge('CL-1', 'BANK-OTHER');
-SELECT channel_ref, confirmed FROM pay_second_charges WHERE bizno = 'CL-1';
+SELECT channel_ref, confirmed FROM pay_second_charges() WHERE bizno = 'CL-1';
 SELECT * FROM pay_verify();
 
 -- A new payment needs an amount, and since 1.3 a currency: pay_claim and

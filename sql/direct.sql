@@ -26,7 +26,7 @@ SELECT coalesce(prefix || '/' || biz_id, bizno) AS payment, region FROM pay_ledg
 WHERE bizno IN ('D-REGION-1', 'D-REGION-2') OR prefix = 'DREGION' ORDER BY 1;
 -- A new default is the one used: not the value stored for older rows.
 ALTER TABLE pay_ledger ALTER COLUMN region SET DEFAULT 'us';
-SELECT pay_begin('D-REGION-3', 10, 'EUR') AS begin, pay_succeed('D-REGION-3', 'R3') AS succeed;
+SELECT pay_begin('D-REGION-3', 10, 'EUR') AS begin, pay_succeed('D-REGION-3', 'R3', 1) AS succeed;
 SELECT bizno, region FROM pay_ledger WHERE bizno IN ('D-REGION-1', 'D-REGION-3') ORDER BY bizno;
 -- Its NOT NULL holds when the default is gone: refused, nothing written.
 ALTER TABLE pay_ledger ALTER COLUMN region DROP DEFAULT;
@@ -97,30 +97,29 @@ DROP SEQUENCE public.dba_serial;
 -- a new payment (23514, naming it) and writes nothing; one on a function
 -- of the DBA's too.  (The amount limits are NOT VALID: the ledger may hold
 -- larger amounts already; every new write is held to them all the same.)
+-- The currency refused is one ISO 4217 knows, which the shop does not take.
 ALTER DOMAIN pay_amount ADD CONSTRAINT dba_amount_limit CHECK (VALUE < 1000000) NOT VALID;
-ALTER DOMAIN pay_currency ADD CONSTRAINT dba_no_test_currency CHECK (VALUE <> 'XXX');
+ALTER DOMAIN pay_currency ADD CONSTRAINT dba_unaccepted_currency CHECK (VALUE <> 'CHF');
 SELECT table_rows() AS before \gset
 SELECT outcome($$SELECT pay_begin('D-BIG-1', 5000000, 'EUR')$$) AS begin_big,
        outcome($$SELECT pay_claim('D-BIG-1', 5000000, 'EUR')$$) AS claim_big,
        outcome($$SELECT pay_open('DBIG', 'ORDER-1', 5000000, 'EUR')$$) AS open_big,
-       outcome($$SELECT pay_begin('D-XXX-1', 10, 'XXX')$$) AS begin_xxx;
+       outcome($$SELECT pay_begin('D-CHF-1', 10, 'CHF')$$) AS begin_chf;
 SELECT error_message($$SELECT pay_begin('D-BIG-1', 5000000, 'EUR')$$) AS message;
 SELECT table_rows() = :'before' AS nothing_written, standing('D-BIG-1') AS big_1;
--- A CHECK that refuses NULL holds for a payment that brings no currency
--- (NOT VALID: older rows may have none).
-ALTER DOMAIN pay_currency ADD CONSTRAINT dba_currency_required CHECK (VALUE IS NOT NULL) NOT VALID;
+-- A payment that brings no currency needs no CHECK of the DBA's: since 1.3
+-- the API refuses it (22004) and writes nothing.
 SELECT outcome($$SELECT pay_begin('D-NOCUR-1', 10)$$) AS begin_without_currency,
        outcome($$SELECT pay_claim('D-NOCUR-1', 10)$$) AS claim_without_currency,
        outcome($$SELECT pay_open('DNOCUR', 'ORDER-1', 10)$$) AS open_without_currency;
 SELECT table_rows() = :'before' AS nothing_written, standing('D-NOCUR-1') AS nocur_1;
-ALTER DOMAIN pay_currency DROP CONSTRAINT dba_currency_required;
 -- Within the limit, a payment goes through.
-SELECT pay_begin('D-BIG-2', 999999.99, 'EUR') AS begin, pay_fail('D-BIG-2', 'declined') AS fail;
+SELECT pay_begin('D-BIG-2', 999999.99, 'EUR') AS begin, pay_fail('D-BIG-2', 'declined', 1) AS fail;
 -- A FAILED payment retried with a new amount: the same check.
 SELECT outcome($$SELECT pay_begin('D-BIG-2', 5000000, 'EUR')$$) AS retry_big;
 SELECT standing('D-BIG-2') AS big_2;
 ALTER DOMAIN pay_amount DROP CONSTRAINT dba_amount_limit;
-ALTER DOMAIN pay_currency DROP CONSTRAINT dba_no_test_currency;
+ALTER DOMAIN pay_currency DROP CONSTRAINT dba_unaccepted_currency;
 
 CREATE FUNCTION dba_amount_allowed(amount numeric) RETURNS boolean
 LANGUAGE sql IMMUTABLE AS $$ SELECT amount < 1000000 $$;
@@ -143,14 +142,15 @@ SELECT outcome($$SELECT pay_begin('D-CAP-1', 5000000, 'EUR')$$) AS begin_big,
 SELECT table_rows() = :'before' AS nothing_written, standing('D-CAP-1') AS cap_1;
 SELECT pay_begin('D-CAP-2', 10, 'EUR') AS begin_small;
 ALTER TABLE pay_ledger DROP CONSTRAINT dba_amount_cap;
--- A success must carry the bank's reference (NOT VALID: older rows may lack it).
-ALTER TABLE pay_ledger ADD CONSTRAINT dba_success_has_ref
-    CHECK (status <> 'SUCCESS' OR channel_ref IS NOT NULL) NOT VALID;
+-- A success must carry a reference in the bank's format (NOT VALID: older
+-- rows may have another).  That it carries one at all, 1.3 requires itself.
+ALTER TABLE pay_ledger ADD CONSTRAINT dba_success_ref_format
+    CHECK (status <> 'SUCCESS' OR channel_ref LIKE 'D-CAP-BANK-%') NOT VALID;
 SELECT table_rows() AS before \gset
-SELECT outcome($$SELECT pay_succeed('D-CAP-2')$$) AS succeed_without_ref;
+SELECT outcome($$SELECT pay_succeed('D-CAP-2', 'OTHER-BANK-2', 1)$$) AS succeed_with_other_ref;
 SELECT table_rows() = :'before' AS nothing_written, standing('D-CAP-2') AS cap_2;
-SELECT pay_succeed('D-CAP-2', 'D-CAP-BANK-2') AS succeed_with_ref;
-ALTER TABLE pay_ledger DROP CONSTRAINT dba_success_has_ref;
+SELECT pay_succeed('D-CAP-2', 'D-CAP-BANK-2', 1) AS succeed_with_ref;
+ALTER TABLE pay_ledger DROP CONSTRAINT dba_success_ref_format;
 
 -- 4. Indexes.  A DBA's index holds every payment the API writes, and a
 -- unique one refuses a clash (23505, naming it) -- on built-in functions
@@ -161,10 +161,10 @@ SET enable_seqscan = off;
 CREATE UNIQUE INDEX dba_channel_ref_key ON pay_ledger (channel_ref) WHERE channel_ref LIKE 'D-BANK-%';
 SELECT pay_begin('D-REF-1', 10, 'EUR') AS begin_1, pay_begin('D-REF-2', 10, 'EUR') AS begin_2,
        pay_begin('D-REF-3', 10, 'EUR') AS begin_3;
-SELECT pay_succeed('D-REF-1', 'D-BANK-1') AS succeed_1;
-SELECT outcome($$SELECT pay_succeed('D-REF-2', 'D-BANK-1')$$) AS same_reference_again;
+SELECT pay_succeed('D-REF-1', 'D-BANK-1', 1) AS succeed_1;
+SELECT outcome($$SELECT pay_succeed('D-REF-2', 'D-BANK-1', 1)$$) AS same_reference_again;
 SELECT standing('D-REF-2') AS ref_2;
-SELECT pay_succeed('D-REF-2', 'D-BANK-2') AS succeed_2, pay_succeed('D-REF-3', 'OTHER-BANK-3') AS outside_predicate;
+SELECT pay_succeed('D-REF-2', 'D-BANK-2', 1) AS succeed_2, pay_succeed('D-REF-3', 'OTHER-BANK-3', 1) AS outside_predicate;
 SELECT count(*) AS found_through_index FROM pay_ledger
 WHERE channel_ref LIKE 'D-BANK-%' AND channel_ref IN ('D-BANK-1', 'D-BANK-2');
 DROP INDEX dba_channel_ref_key;
@@ -176,7 +176,7 @@ CREATE FUNCTION dba_norm(key text) RETURNS text
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog AS $$ SELECT upper(replace(key, '_', '-')) $$;
 CREATE INDEX dba_ledger_norm_idx ON pay_ledger (dba_norm(bizno));
 SELECT pay_begin('d_norm_1', 10, 'EUR') AS begin, (pay_claim('d_norm_2', 10, 'EUR')).action AS claim,
-       pay_succeed('d_norm_1', 'N1') AS succeed, pay_fail('d_norm_2', 'declined') AS fail;
+       pay_succeed('d_norm_1', 'N1', 1) AS succeed, pay_fail('d_norm_2', 'declined', 1) AS fail;
 SELECT dba_norm(bizno) AS normalized, status FROM pay_ledger
 WHERE dba_norm(bizno) IN ('D-NORM-1', 'D-NORM-2') ORDER BY 1;
 DROP INDEX dba_ledger_norm_idx;
@@ -244,7 +244,7 @@ BEGIN
     answers := answers || pay_fail(k || '-2', 'card declined', 1)::text;
     claim := pay_claim(k || '-2');
     answers := answers || (claim.action::text || ' attempt ' || claim.attempt);
-    answers := answers || pay_fail(k || '-2', 'declined again')::text;
+    answers := answers || pay_fail(k || '-2', 'declined again', 2)::text;
     RETURN array_to_string(answers, ', ');
 END
 $$;
@@ -295,16 +295,16 @@ $$;
 CREATE TRIGGER dba_hold BEFORE UPDATE ON pay_ledger FOR EACH ROW EXECUTE FUNCTION dba_hold();
 SET statement_timeout = '10s';
 SELECT table_rows() AS before \gset
-SELECT outcome($$SELECT pay_succeed('D-HOLD-1', 'H1')$$) AS succeed_held,
+SELECT outcome($$SELECT pay_succeed('D-HOLD-1', 'H1', 1)$$) AS succeed_held,
        outcome($$SELECT pay_fail('D-HOLD-2', 'declined', 1)$$) AS fail_held;
-SELECT error_message($$SELECT pay_succeed('D-HOLD-1', 'H1')$$) AS message;
+SELECT error_message($$SELECT pay_succeed('D-HOLD-1', 'H1', 1)$$) AS message;
 SELECT table_rows() = :'before' AS nothing_written,
        standing('D-HOLD-1') AS hold_1, standing('D-HOLD-2') AS hold_2;
-SELECT pay_succeed('D-PASS-1', 'P1') AS pass_1;
+SELECT pay_succeed('D-PASS-1', 'P1', 1) AS pass_1;
 RESET statement_timeout;
 DROP TRIGGER dba_hold ON pay_ledger;
 DROP FUNCTION dba_hold();
-SELECT pay_succeed('D-HOLD-1', 'H1') AS hold_1, pay_fail('D-HOLD-2', 'declined', 1) AS hold_2;
+SELECT pay_succeed('D-HOLD-1', 'H1', 1) AS hold_1, pay_fail('D-HOLD-2', 'declined', 1) AS hold_2;
 
 -- A read-only transaction (as every transaction on a hot standby is)
 -- refuses the API's writes as it refuses any write: 25006, before anything
@@ -313,8 +313,8 @@ SELECT pay_begin('D-READONLY-1', 10, 'EUR') AS begin;
 SELECT table_rows() AS before \gset
 BEGIN READ ONLY;
 SELECT outcome($$SELECT pay_begin('D-READONLY-2', 10, 'EUR')$$) AS new_payment,
-       outcome($$SELECT pay_succeed('D-READONLY-1', 'R1')$$) AS settlement,
-       outcome($$SELECT pay_succeed('D-READONLY-9', 'R9')$$) AS settlement_of_nothing;
+       outcome($$SELECT pay_succeed('D-READONLY-1', 'R1', 1)$$) AS settlement,
+       outcome($$SELECT pay_succeed('D-READONLY-9', 'R9', 1)$$) AS settlement_of_nothing;
 SELECT error_message($$SELECT pay_begin('D-READONLY-2', 10, 'EUR')$$) AS message;
 ROLLBACK;
 SELECT table_rows() = :'before' AS nothing_written, standing('D-READONLY-1') AS still;

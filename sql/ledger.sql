@@ -1,4 +1,4 @@
--- The payment API of SPEC section 7: decisions, amounts, fencing, errors.
+-- The payment API: decisions, amounts, fencing, errors.
 
 -- pay_begin on every state it can find.
 SELECT pay_begin('B-NEW', 10, 'USD') AS no_row;
@@ -71,7 +71,7 @@ FROM unnest(ARRAY['', repeat('k', 129), 'with space', 'semi;colon', 'ünï',
                   'PAY-ORD001-20261130065033976-0000-366VRA691WVWF0',
                   'PAY-ORD001-20261130065033976x0000-366VRA691WVWE0']) AS k;
 
--- Every SQLSTATE of section 7, and nothing written by the refused call.
+-- Every SQLSTATE the API answers, and nothing written by the refused call.
 SELECT count(*) AS ledger_rows, (SELECT count(*) FROM pay_journal) AS journal_rows
 FROM pay_ledger \gset before_
 SELECT outcome('SELECT pay_begin(NULL)') AS null_bizno,

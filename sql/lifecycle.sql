@@ -2,13 +2,14 @@
 -- payments, the deliberate way to remove it, guards that stay ALWAYS, and a
 -- restore's writes taken as they come.
 
+SELECT current_database() AS regression_database \gset
 CREATE DATABASE regress_lifecycle;
 \c regress_lifecycle
 CREATE ROLE regress_lifecycle_dba SUPERUSER;
 SET ROLE regress_lifecycle_dba;
 CREATE EXTENSION idempotent_pay;
 RESET ROLE;
-SELECT pay_begin('L-1', 10, 'EUR'), pay_succeed('L-1', 'BANK-1');
+SELECT pay_begin('L-1', 10, 'EUR'), pay_succeed('L-1', 'BANK-1', 1);
 SELECT pay_begin('L-2', 10, 'EUR');
 
 -- DROP EXTENSION, with or without CASCADE, and DROP SCHEMA ... CASCADE of
@@ -102,6 +103,6 @@ DROP EXTENSION idempotent_pay CASCADE;
 COMMIT;
 SELECT count(*) AS extensions_left FROM pg_extension WHERE extname = 'idempotent_pay';
 
-\c contrib_regression
+\c :regression_database
 DROP DATABASE regress_lifecycle;
 DROP ROLE regress_lifecycle_owner, regress_lifecycle_dba;

@@ -1,4 +1,4 @@
--- The state machine of SPEC section 4, through the API and through raw SQL.
+-- The state machine, through the API and through raw SQL.
 
 -- The legal edges; a NULL from is a new row.
 SELECT * FROM pay_transitions;
@@ -40,10 +40,15 @@ ORDER BY f, t;
 
 -- New rows: INSERT starts in INIT or PROCESSING.
 SELECT t AS to_status,
-       outcome(format('INSERT INTO pay_ledger (bizno, status) VALUES (%L, %L) RETURNING status',
+       outcome(format('INSERT INTO pay_ledger (bizno, status, amount, currency) VALUES (%L, %L, 10, ''EUR'') RETURNING status',
                       'N-' || t, t)) AS outcome,
        standing('N-' || t) AS after
 FROM unnest(enum_range(NULL::pay_status)) AS t;
+-- Since 1.3 a payment enters PROCESSING only with its amount and currency
+-- (23502); an INIT row may wait for them.
+SELECT outcome($$INSERT INTO pay_ledger (bizno, status) VALUES ('N-BARE', 'PROCESSING') RETURNING status$$) AS without_amount,
+       outcome($$INSERT INTO pay_ledger (bizno, status, amount) VALUES ('N-BARE', 'PROCESSING', 10) RETURNING status$$) AS without_currency,
+       standing('N-BARE') AS after;
 
 -- What a refusal says: which transition, of which payment, and why.
 UPDATE pay_ledger SET status = 'INIT' WHERE bizno = 'U-SUCCESS-INIT';

@@ -2,12 +2,12 @@
 -- and settle => true for the PROCESSING payments the bank has answered.
 
 -- The ledger: one payment per story.
-SELECT pay_begin('R-MATCHED', 10, 'EUR'), pay_succeed('R-MATCHED', 'BANK-1');
-SELECT pay_begin('R-NOT-IN-BANK', 10, 'EUR'), pay_succeed('R-NOT-IN-BANK', 'BANK-2');
-SELECT pay_begin('R-DUPLICATE', 10, 'EUR'), pay_succeed('R-DUPLICATE', 'BANK-3');
-SELECT pay_begin('R-AMOUNT', 10, 'EUR'), pay_succeed('R-AMOUNT', 'BANK-4');
-SELECT pay_begin('R-CURRENCY', 10, 'EUR'), pay_succeed('R-CURRENCY', 'BANK-5');
-SELECT pay_begin('R-FAILED', 10, 'EUR'), pay_fail('R-FAILED', 'timeout');
+SELECT pay_begin('R-MATCHED', 10, 'EUR'), pay_succeed('R-MATCHED', 'BANK-1', 1);
+SELECT pay_begin('R-NOT-IN-BANK', 10, 'EUR'), pay_succeed('R-NOT-IN-BANK', 'BANK-2', 1);
+SELECT pay_begin('R-DUPLICATE', 10, 'EUR'), pay_succeed('R-DUPLICATE', 'BANK-3', 1);
+SELECT pay_begin('R-AMOUNT', 10, 'EUR'), pay_succeed('R-AMOUNT', 'BANK-4', 1);
+SELECT pay_begin('R-CURRENCY', 10, 'EUR'), pay_succeed('R-CURRENCY', 'BANK-5', 1);
+SELECT pay_begin('R-FAILED', 10, 'EUR'), pay_fail('R-FAILED', 'timeout', 1);
 SELECT pay_begin('R-PENDING-OK', 10, 'EUR'), pay_begin('R-PENDING-NO', 10, 'EUR'),
        pay_begin('R-PENDING-QUIET', 10, 'EUR');
 INSERT INTO pay_ledger (bizno, status, amount, currency) VALUES ('R-INIT', 'INIT', 10, 'EUR');
@@ -34,10 +34,15 @@ FROM pay_reconcile('bank_statement', since => now() + interval '1 day')
 WHERE kind = 'MISSING_IN_BANK';
 
 -- Settling touches only the UNRESOLVED_PROCESSING rows, through the guarded
--- transitions, and journals that reconciliation did it.
+-- transitions, and journals that reconciliation did it.  Since 1.3 it also
+-- confirms the second charges the statement shows (quietly: the statement
+-- is the confirmation, no WARNING), which from then on count as captured.
 SELECT kind, bizno, ledger_status, detail
 FROM pay_reconcile('bank_statement', settle => true)
 WHERE kind = 'UNRESOLVED_PROCESSING';
+SELECT channel_ref, confirmed FROM pay_second_charges() WHERE bizno = 'R-DUPLICATE';
+SELECT captured, refundable FROM pay_refund_balance('R-DUPLICATE');
+SELECT kind, detail FROM pay_reconcile('bank_statement') WHERE bizno = 'R-DUPLICATE';
 SELECT bizno, status, channel_ref, last_error FROM pay_ledger
 WHERE bizno IN ('R-PENDING-OK', 'R-PENDING-NO', 'R-PENDING-QUIET', 'R-FAILED') ORDER BY bizno;
 SELECT bizno, from_status, to_status, note FROM pay_journal

@@ -1,7 +1,6 @@
--- Refunds (SPEC section 14): a refund is a payment of its own, opened by
--- pay_refund_open for a SUCCESS payment, claimed and settled like any
--- other; its payment's refunds in PROCESSING or SUCCESS never add up to
--- more than was captured.
+-- Refunds: a refund is a payment of its own, opened by pay_refund_open for
+-- a SUCCESS payment, claimed and settled like any other; its payment's
+-- refunds in PROCESSING or SUCCESS never add up to more than was captured.
 
 -- How the ledger and journal stand: every refusal below leaves both as
 -- they were.
@@ -10,9 +9,9 @@ LANGUAGE sql AS $$
     SELECT 'ledger:' || (SELECT count(*) FROM pay_ledger) || ' journal:' || (SELECT count(*) FROM pay_journal)
 $$;
 
-SELECT pay_begin('RF-PAID', 100.00, 'CNY'), pay_succeed('RF-PAID', 'BANK-RF-1');
+SELECT pay_begin('RF-PAID', 100.00, 'CNY'), pay_succeed('RF-PAID', 'BANK-RF-1', 1);
 SELECT pay_open('SHOP', 'RF-ORDER', 30.00, 'EUR') AS order_bizno \gset
-SELECT pay_begin(:'order_bizno'), pay_succeed(:'order_bizno', 'BANK-RF-2');
+SELECT pay_begin(:'order_bizno'), pay_succeed(:'order_bizno', 'BANK-RF-2', 1);
 SELECT payment_in('RF-INIT', 'INIT'), payment_in('RF-PROCESSING', 'PROCESSING'),
        payment_in('RF-FAILED', 'FAILED');
 
@@ -64,7 +63,7 @@ SELECT error_message(format('SELECT action FROM pay_claim(%L)', :'r3')) AS messa
 SELECT refund_rows() = :'before_limit' AS nothing_recorded, standing(:'r3');
 SELECT * FROM pay_refund_balance('RF-PAID');
 -- A failed refund frees its share; a succeeded one keeps it.
-SELECT pay_fail(:'r2', 'the bank refused the refund'), pay_succeed(:'r1', 'BANK-REFUND-1');
+SELECT pay_fail(:'r2', 'the bank refused the refund', 1), pay_succeed(:'r1', 'BANK-REFUND-1', 1);
 SELECT action, attempt, status FROM pay_claim(:'r3');
 SELECT * FROM pay_refund_balance('RF-PAID');
 -- The failed one, retried, no longer fits; exactly the rest does.
@@ -74,22 +73,32 @@ SELECT action, status FROM pay_claim(:'r4');
 SELECT * FROM pay_refund_balance('RF-PAID');
 -- A refund is a payment: duplicate answers, stale attempts, frozen amount.
 SELECT action, attempt, status FROM pay_claim(:'r1');
-SELECT outcome(format('SELECT pay_succeed(%L, %L, 7)', :'r3', 'BANK-REFUND-3')) AS stale_attempt,
+SELECT outcome(format('SELECT pay_succeed(%L, %L, 0)', :'r3', 'BANK-REFUND-3')) AS stale_attempt,
+       outcome(format('SELECT pay_succeed(%L, %L, 7)', :'r3', 'BANK-REFUND-3')) AS unclaimed_attempt,
        outcome(format('SELECT action FROM pay_claim(%L, 41)', :'r3')) AS other_amount_in_flight;
-SELECT pay_succeed(:'r3', 'BANK-REFUND-3'), pay_succeed(:'r4', 'BANK-REFUND-4');
+SELECT pay_succeed(:'r3', 'BANK-REFUND-3', 1), pay_succeed(:'r4', 'BANK-REFUND-4', 1);
 SELECT * FROM pay_verify();
 
 -- 4. A second charge the bank reports is journaled once, however often it
--- is reported, and counts as captured: it can be refunded, keyed by its
--- reference.
-SELECT pay_succeed('RF-PAID', 'BANK-RF-1b');
-SELECT pay_succeed('RF-PAID', 'BANK-RF-1b');
+-- is reported.  Since 1.3 it counts as captured only once a bank statement
+-- confirms it (pay_reconcile calls pay_confirm_second_charge, as an
+-- operator may): until then its refund does not fit; from then on it can
+-- be refunded, keyed by its reference.
+SELECT pay_succeed('RF-PAID', 'BANK-RF-1b', 1);
+SELECT pay_succeed('RF-PAID', 'BANK-RF-1b', 1);
 SELECT count(*) AS second_charge_rows FROM pay_journal
 WHERE bizno = 'RF-PAID' AND from_status = 'SUCCESS' AND to_status = 'SUCCESS';
 SELECT * FROM pay_refund_balance('RF-PAID');
 SELECT pay_refund_open('RF-PAID', 'BANK-RF-1b', 100.00, 'second charge') AS dup \gset
+SELECT outcome(format('SELECT action FROM pay_claim(%L)', :'dup')) AS refund_before_confirmation;
+SELECT pay_confirm_second_charge('RF-PAID', 'BANK-RF-1b');
+SELECT pay_confirm_second_charge('RF-PAID', 'BANK-RF-1b') AS confirmed_again;
+SELECT count(*) AS reported_and_confirmed_rows FROM pay_journal
+WHERE bizno = 'RF-PAID' AND from_status = 'SUCCESS' AND to_status = 'SUCCESS';
+SELECT channel_ref, confirmed FROM pay_second_charges() WHERE bizno = 'RF-PAID';
+SELECT * FROM pay_refund_balance('RF-PAID');
 SELECT action, status FROM pay_claim(:'dup');
-SELECT pay_succeed(:'dup', 'BANK-REFUND-DUP');
+SELECT pay_succeed(:'dup', 'BANK-REFUND-DUP', 1);
 SELECT * FROM pay_refund_balance('RF-PAID');
 SELECT * FROM pay_verify();
 
@@ -110,7 +119,7 @@ SELECT refund_rows() = :'before_raw' AS nothing_recorded;
 -- Raw refunds that fit are recorded and journaled like any write; one that
 -- would exceed the capture is refused entering PROCESSING, also when one
 -- UPDATE moves several refunds at once.
-SELECT pay_begin('RF-RAW-PARENT', 50, 'CNY'), pay_succeed('RF-RAW-PARENT', 'BANK-RAW');
+SELECT pay_begin('RF-RAW-PARENT', 50, 'CNY'), pay_succeed('RF-RAW-PARENT', 'BANK-RAW', 1);
 INSERT INTO pay_ledger (bizno, amount, currency, parent, refund_key)
 VALUES ('RF-RAW-A', 30, 'CNY', 'RF-RAW-PARENT', 'A'), ('RF-RAW-B', 30, 'CNY', 'RF-RAW-PARENT', 'B');
 SELECT outcome($$UPDATE pay_ledger SET status = 'PROCESSING' WHERE parent = 'RF-RAW-PARENT' RETURNING 'ok'$$)
@@ -136,10 +145,11 @@ SELECT problem FROM pay_verify() WHERE bizno IN ('RF-RAW-PARENT', 'RF-REPLICA', 
 ROLLBACK;
 
 -- 8. Reconciliation knows refunds: a statement row may name a refund, and
--- settling a DUPLICATE_CHARGE journals the second charge, which is then
+-- settling a DUPLICATE_CHARGE journals the second charge as confirmed by
+-- the statement (since 1.3: only then is it captured), which is then
 -- refunded through the API, keyed by the bank's reference -- the incident's
 -- manual refunds made idempotent.
-SELECT pay_begin('RF-INCIDENT', 25, 'EUR'), pay_succeed('RF-INCIDENT', 'BANK-INC-1');
+SELECT pay_begin('RF-INCIDENT', 25, 'EUR'), pay_succeed('RF-INCIDENT', 'BANK-INC-1', 1);
 SELECT pay_refund_open('RF-INCIDENT', 'R1', 5) AS inc_r1 \gset
 SELECT action FROM pay_claim(:'inc_r1');
 CREATE TABLE refund_statement (bizno text, amount numeric, currency text, status text, channel_ref text);
@@ -154,7 +164,7 @@ WHERE bizno IN ('RF-INCIDENT', :'inc_r1') ORDER BY kind;
 SELECT * FROM pay_refund_balance('RF-INCIDENT');
 SELECT pay_refund_open('RF-INCIDENT', 'BANK-INC-2', 25, 'duplicate charge') AS inc_dup \gset
 SELECT action FROM pay_claim(:'inc_dup');
-SELECT pay_succeed(:'inc_dup', 'BANK-INC-REFUND-2');
+SELECT pay_succeed(:'inc_dup', 'BANK-INC-REFUND-2', 1);
 -- Run again (a retry of the whole clean-up): nothing is journaled or refunded twice.
 SELECT kind, regexp_replace(detail, 'REFUND-RF-INCIDENT-[^ ]+', '<r1>') AS detail
 FROM pay_reconcile('refund_statement', settle => true)

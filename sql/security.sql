@@ -39,7 +39,7 @@ SELECT outcome($$SET session_replication_role = replica$$) AS replica_role,
 SELECT outcome($$SELECT pay_reset('SEC-1', 'why')$$) AS reset,
        outcome($$SELECT pay_transition('SEC-1', 'FAILED')$$) AS transition,
        outcome($$SELECT pay_confirm_second_charge('SEC-1', 'BANK-X')$$) AS confirm_second_charge,
-       outcome($$SELECT count(*) FROM pay_second_charges$$) AS read_second_charges;
+       outcome($$SELECT count(*) FROM pay_second_charges()$$) AS read_second_charges;
 RESET ROLE;
 SELECT status FROM accounts WHERE id = 1;
 SELECT * FROM pay_guards WHERE table_name = 'accounts'::regclass AND enabled <> 'always';

@@ -65,7 +65,7 @@ SELECT pay_succeed('V-LATE', 'REF-2', 2) AS settled;
 -- 9. Hints tell the truth: a forgotten claim, or an attempt from the
 -- future, is not "a late answer for an earlier attempt".
 SELECT pay_open('SHOP', 'forgot-claim', 15.00, 'EUR') AS forgot \gset
-SELECT refusal(format('SELECT pay_succeed(%L, %L, 1)', :'forgot', 'R')) AS forgotten_claim;
+SELECT replace(refusal(format('SELECT pay_succeed(%L, %L, 1)', :'forgot', 'R')), :'forgot', '<bizno>') AS forgotten_claim;
 SELECT refusal($$SELECT pay_succeed('V-LATE', 'R', 7)$$) AS future_attempt_on_success,
        refusal($$SELECT pay_succeed('V-LATE', 'R', 1)$$) AS earlier_attempt;
 
@@ -142,7 +142,7 @@ SELECT pay_refund_open('V-DUP', 'r1', 20.00) AS refund_1 \gset
 SELECT pay_refund_open('V-DUP', 'r2', 20.00) AS refund_2 \gset
 SELECT (pay_claim(:'refund_1')).action AS first_refund;
 SELECT outcome(format('SELECT pay_claim(%L)', :'refund_2')) AS second_refund_beyond_capture;
-SELECT channel_ref, confirmed FROM pay_second_charges WHERE bizno = 'V-DUP' ORDER BY channel_ref;
+SELECT channel_ref, confirmed FROM pay_second_charges() WHERE bizno = 'V-DUP' ORDER BY channel_ref;
 SELECT problem FROM pay_verify() WHERE bizno = 'V-DUP' ORDER BY problem;
 SELECT unconfirmed_second_charges FROM pay_stats WHERE status = 'SUCCESS';
 
@@ -158,7 +158,7 @@ INSERT INTO statement VALUES
     ('V:COLON:1/1', 5.00, 'EUR', 'SUCCESS', 'BANK-COLON');
 SELECT kind, bizno, ledger_status FROM pay_reconcile('statement', true) ORDER BY kind, bizno;
 SELECT standing('V:COLON:1') AS settled_under_its_attempt;
-SELECT channel_ref, confirmed FROM pay_second_charges WHERE bizno = 'V-DUP' ORDER BY channel_ref;
+SELECT channel_ref, confirmed FROM pay_second_charges() WHERE bizno = 'V-DUP' ORDER BY channel_ref;
 SELECT captured, refunded, in_flight FROM pay_refund_balance('V-DUP');
 SELECT (pay_claim(:'refund_2')).action AS second_refund_now_fits;
 
@@ -177,7 +177,7 @@ FROM (VALUES ('v13_app'), ('v13_ops')) AS r(role),
      (VALUES ('pay_claim(text,numeric,text)'), ('pay_succeed(text,text,integer,jsonb)'),
              ('pay_find(text,text)'), ('pay_reset(text,text)'), ('pay_transition(text,pay_status,text)'),
              ('pay_reconcile(regclass,boolean,timestamptz)'), ('pay_confirm_second_charge(text,text)'),
-             ('pay_verify()')) AS f(function)
+             ('pay_second_charges()'), ('pay_verify()')) AS f(function)
 ORDER BY 1, 2;
 SELECT r.role, has_table_privilege(r.role, 'pay_guards', 'SELECT') AS reads_guards,
        has_table_privilege(r.role, 'pay_stats', 'SELECT') AS reads_stats
@@ -192,7 +192,8 @@ RESET ROLE;
 SELECT r.role, f.function, has_function_privilege(r.role, f.function, 'EXECUTE') AS may
 FROM (VALUES ('v13_old_app'), ('v13_old_ops')) AS r(role),
      (VALUES ('pay_succeed(text,text,integer,jsonb)'), ('pay_find(text,text)'), ('pay_reset(text,text)'),
-             ('pay_transition(text,pay_status,text)'), ('pay_confirm_second_charge(text,text)')) AS f(function)
+             ('pay_transition(text,pay_status,text)'), ('pay_confirm_second_charge(text,text)'),
+             ('pay_second_charges()')) AS f(function)
 ORDER BY 1, 2;
 
 \c :regression_database
