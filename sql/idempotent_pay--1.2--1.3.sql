@@ -511,17 +511,14 @@ BEGIN
         '@extschema@.pay_find(text, text), '
         '@extschema@.pay_stuck(interval, integer), '
         '@extschema@.pay_refund_open(text, text, numeric, text), '
-        '@extschema@.pay_refund_balance(text), '
-        '@extschema@.pay_bizno(text, text), '
-        '@extschema@.pay_bizno_valid(text), '
-        '@extschema@.pay_bizno_parse(text) '
+        '@extschema@.pay_refund_balance(text) '
         'TO %s', role);
 END
 $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_grant(regrole) IS
-'Give an application role what paying needs and no more: open, claim, begin, succeed, fail, get, find, stuck, refund_open, refund_balance, the bizNo functions; SELECT on ledger and journal';
+'Give an application role what paying needs and no more: open, claim, begin, succeed, fail, get, find, stuck, refund_open, refund_balance; SELECT on ledger and journal (the bizNo functions are everyone''s)';
 
 CREATE OR REPLACE FUNCTION @extschema@.pay_grant_operator(role regrole)
 RETURNS void
@@ -584,9 +581,8 @@ BEGIN
         ELSE
             EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION @extschema@.pay_reset(text, text), '
                 '@extschema@.pay_transition(text, @extschema@.pay_status, text) FROM %s', grantee.role);
-            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_find(text, text), '
-                '@extschema@.pay_bizno(text, text), @extschema@.pay_bizno_valid(text), '
-                '@extschema@.pay_bizno_parse(text) TO %s', grantee.role);
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_find(text, text) TO %s',
+                                      grantee.role);
         END IF;
     END LOOP;
 END

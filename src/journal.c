@@ -244,7 +244,8 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple,
 		if (!amount_null)
 			PayCheckAmountFits(DatumGetNumeric(amount), DatumGetTextPP(currency));
 	}
-	if (status == PAY_PROCESSING && from != PAY_PROCESSING &&
+	/* only for a legal step: an illegal one is the guard's to refuse */
+	if (status == PAY_PROCESSING && PayTransitionVerdict(from, status) == PAY_LEGAL &&
 		(heap_attisnull(tuple, col[LEDGER_AMOUNT], RelationGetDescr(rel)) ||
 		 heap_attisnull(tuple, col[LEDGER_CURRENCY], RelationGetDescr(rel))))
 		ereport(ERROR,
@@ -256,7 +257,7 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple,
 				 errhint("Pass the amount and currency with the claim: pay_claim(bizno, amount, currency)."),
 				 errtablecol(rel, heap_attisnull(tuple, col[LEDGER_AMOUNT], RelationGetDescr(rel)) ?
 							 col[LEDGER_AMOUNT] : col[LEDGER_CURRENCY])));
-	if (oldtuple != NULL && status == PAY_SUCCESS && from != PAY_SUCCESS &&
+	if (status == PAY_SUCCESS && PayTransitionVerdict(from, status) == PAY_LEGAL &&
 		heap_attisnull(tuple, col[LEDGER_CHANNEL_REF], RelationGetDescr(rel)))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHECK_VIOLATION),
