@@ -43,6 +43,7 @@ POSTGRES_OWN = {
     "coerce_type": "SELECT CAST(CASE WHEN true THEN CAST(NULL AS unknown) "
                    "ELSE CAST(NULL AS unknown) END AS unknown)",
     "intervaltypmodout": "SELECT intervaltypmodout(1)",
+    "AdjustIntervalForTypmod": "SELECT pg_catalog.interval('1 day'::interval, 57)",
     "intervaltypmodleastfield": "SELECT pg_catalog.interval(max(x) OVER (), 57) "
                                 "FROM (VALUES ('1 day'::interval)) AS v(x)",
     "SetNextObjectId": "SELECT pg_stop_making_pinned_objects()",
