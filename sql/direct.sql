@@ -319,6 +319,66 @@ SELECT error_message($$SELECT pay_begin('D-READONLY-2', 10, 'EUR')$$) AS message
 ROLLBACK;
 SELECT table_rows() = :'before' AS nothing_written, standing('D-READONLY-1') AS still;
 
+-- 8. The executor's guarantees, each as the executor gives them.
+-- Privileges: a write needs every privilege its statement would need, not
+-- one of them.  With pay_succeed owned by a role that may read the ledger
+-- but not update it, the settlement is refused (42501), as its UPDATE
+-- would be; with pay_claim owned by a role that may not read the ledger,
+-- so is the probe of a claim, as its SELECT would be.
+SELECT proowner::regrole AS api_owner FROM pg_proc
+WHERE oid = 'pay_succeed(text, text, integer, jsonb)'::regprocedure \gset
+CREATE ROLE d_api_owner;
+GRANT SELECT ON pay_ledger TO d_api_owner;
+SELECT pay_begin('D-PRIV-1', 10, 'EUR') AS begin;
+ALTER FUNCTION pay_succeed(text, text, integer, jsonb) OWNER TO d_api_owner;
+SELECT outcome($$SELECT pay_succeed('D-PRIV-1', 'R-PRIV', 1)$$) AS select_without_update;
+ALTER FUNCTION pay_succeed(text, text, integer, jsonb) OWNER TO :"api_owner";
+SELECT standing('D-PRIV-1') AS still_processing;
+REVOKE SELECT ON pay_ledger FROM d_api_owner;
+ALTER FUNCTION pay_claim(text, numeric, text) OWNER TO d_api_owner;
+SELECT outcome($$SELECT (pay_claim('D-PRIV-1')).action$$) AS probe_without_select;
+ALTER FUNCTION pay_claim(text, numeric, text) OWNER TO :"api_owner";
+DROP ROLE d_api_owner;
+SELECT pay_succeed('D-PRIV-1', 'R-PRIV', 1) AS settled_by_its_owner;
+
+-- Collation: with bizno in a case-insensitive collation, the key the probe
+-- finds is the key the settlement matches, as the WHERE clause would.
+-- (pay_stats reads bizno, so the view is set aside while the column's type
+-- changes.)
+SELECT pg_get_viewdef('pay_stats'::regclass) AS stats_view \gset
+ALTER EXTENSION idempotent_pay DROP VIEW pay_stats;
+DROP VIEW pay_stats;
+CREATE COLLATION d_case_insensitive (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+ALTER TABLE pay_ledger ALTER COLUMN bizno TYPE text COLLATE d_case_insensitive;
+SELECT (pay_claim('Ord-1', 10, 'EUR')).action AS claimed;
+SELECT pay_succeed('ORD-1', 'R1', 1) AS settled_in_the_other_case;
+SELECT standing('Ord-1') AS settled;
+ALTER TABLE pay_ledger ALTER COLUMN bizno TYPE text COLLATE "default";
+DROP COLLATION d_case_insensitive;
+CREATE VIEW pay_stats AS :stats_view
+ALTER EXTENSION idempotent_pay ADD VIEW pay_stats;
+
+-- Many triggers: a DBA's ninth, tenth, ... BEFORE UPDATE trigger on the
+-- ledger sends the writes through SQL; the API works on.
+CREATE FUNCTION d_pass() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+SELECT count(*) AS triggers_before FROM pg_trigger WHERE tgrelid = 'pay_ledger'::regclass;
+DO $$
+BEGIN
+    FOR i IN 1 .. 6 LOOP
+        EXECUTE format('CREATE TRIGGER d_pass_%s BEFORE UPDATE ON pay_ledger FOR EACH ROW EXECUTE FUNCTION d_pass()', i);
+    END LOOP;
+END
+$$;
+SELECT pay_begin('D-MANY-1', 10, 'EUR') AS begin, pay_succeed('D-MANY-1', 'R-MANY', 1) AS succeed;
+DO $$
+BEGIN
+    FOR i IN 1 .. 6 LOOP
+        EXECUTE format('DROP TRIGGER d_pass_%s ON pay_ledger', i);
+    END LOOP;
+END
+$$;
+DROP FUNCTION d_pass();
+
 -- 7. Ledger and journal agree, and the ledger is as installed again: no
 -- column, constraint, trigger, index or domain check of this file is left.
 SELECT * FROM pay_verify();

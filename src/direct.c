@@ -88,14 +88,15 @@
 /*
  * The trigger functions as fired here, one FmgrInfo per trigger, kept while
  * the catalog's generation stands (the functions cache what they derive
- * from the trigger's arguments in fn_extra, as they do per statement).
+ * from the trigger's arguments in fn_extra, as they do per statement); the
+ * arrays grow with the ledger's triggers.
  */
-#define MAX_LEDGER_TRIGGERS 8
 static MemoryContext trigger_context = NULL;
 static uint64 trigger_generation = 0;
 static int	ntrigger_functions = 0;
-static Oid	trigger_oids[MAX_LEDGER_TRIGGERS];
-static FmgrInfo trigger_functions[MAX_LEDGER_TRIGGERS];
+static int	trigger_capacity = 0;
+static Oid *trigger_oids = NULL;
+static FmgrInfo *trigger_functions = NULL;
 
 /* The defaults, ready to evaluate, and the domain checks' caches. */
 static ExprState **default_states = NULL;
@@ -123,6 +124,9 @@ ForgetFunctions(const PayCatalog *catalog)
 		return;
 	MemoryContextReset(trigger_context);
 	ntrigger_functions = 0;
+	trigger_capacity = 0;
+	trigger_oids = NULL;
+	trigger_functions = NULL;
 	default_states = NULL;
 	amount_domain_cache = NULL;
 	currency_domain_cache = NULL;
@@ -135,8 +139,17 @@ TriggerFunction(Trigger *trigger)
 	for (int i = 0; i < ntrigger_functions; i++)
 		if (trigger_oids[i] == trigger->tgoid)
 			return &trigger_functions[i];
-	if (ntrigger_functions == MAX_LEDGER_TRIGGERS)
-		elog(ERROR, "pay_ledger has more than %d triggers", MAX_LEDGER_TRIGGERS);
+	if (ntrigger_functions == trigger_capacity)
+	{
+		/* an FmgrInfo moves with the array: none is handed out across calls */
+		trigger_capacity = Max(8, 2 * trigger_capacity);
+		trigger_oids = trigger_oids == NULL ?
+			MemoryContextAlloc(trigger_context, trigger_capacity * sizeof(Oid)) :
+			repalloc(trigger_oids, trigger_capacity * sizeof(Oid));
+		trigger_functions = trigger_functions == NULL ?
+			MemoryContextAlloc(trigger_context, trigger_capacity * sizeof(FmgrInfo)) :
+			repalloc(trigger_functions, trigger_capacity * sizeof(FmgrInfo));
+	}
 	fmgr_info_cxt(trigger->tgfoid, &trigger_functions[ntrigger_functions], trigger_context);
 	trigger_oids[ntrigger_functions] = trigger->tgoid;
 	return &trigger_functions[ntrigger_functions++];
@@ -200,8 +213,11 @@ FireRowTriggers(Relation ledger, TriggerEvent timing, TriggerEvent event,
 /*
  * Open the ledger for a direct write, or return false (nothing opened) when
  * the write must go through SQL: the catalog says no, replica mode (whose
- * trigger rules ledger.c's statements follow), or the owner lacks the
- * privileges the statement would need.  When anything the write evaluates
+ * trigger rules ledger.c's statements follow), another module checks the
+ * executor's permissions (ExecutorCheckPerms_hook: pgaudit logs, sepgsql
+ * decides, what a statement does), or the owner lacks any of the
+ * privileges the statement would need -- the executor wants every one, and
+ * its error is the statement's to raise.  When anything the write evaluates
  * could look a name up, search_path is pinned as for SQL until
  * EndDirectWrite.
  */
@@ -214,7 +230,7 @@ BeginDirectWrite(FunctionCallInfo fcinfo, CmdType operation, DirectWrite *write)
 	/* a read-only transaction or a standby: the executor's refusal (25006) */
 	if (catalog->ledger_direct_kind == PAY_EXPRESSION_FOREIGN ||
 		SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ||
-		XactReadOnly || IsInParallelMode())
+		XactReadOnly || IsInParallelMode() || ExecutorCheckPerms_hook != NULL)
 		return false;
 
 	/* the lock the statement would take, kept to the end of the transaction */
@@ -223,7 +239,7 @@ BeginDirectWrite(FunctionCallInfo fcinfo, CmdType operation, DirectWrite *write)
 	write->catalog = catalog = PayCatalogGetTables(fcinfo);
 	if (catalog->ledger_direct_kind == PAY_EXPRESSION_FOREIGN ||
 		RelationGetRelid(write->ledger) != catalog->ledger ||
-		pg_class_aclcheck(catalog->ledger, GetUserId(), privileges) != ACLCHECK_OK)
+		pg_class_aclmask(catalog->ledger, GetUserId(), privileges, ACLMASK_ALL) != privileges)
 	{
 		table_close(write->ledger, NoLock);
 		return false;
@@ -453,10 +469,16 @@ SettleApplies(DirectWrite *write, const PaySettleWrite *settle, TupleTableSlot *
 
 	if (isnull || DatumGetObjectId(status) != write->catalog->status_labels[PAY_PROCESSING])
 		return false;
-	/* the index condition too, as EvalPlanQual checks it on a newer version */
+	/*
+	 * The index condition too, as EvalPlanQual checks it on a newer version,
+	 * in the column's collation as the WHERE clause compares.
+	 */
 	bizno = slot_getattr(slot, col[LEDGER_BIZNO], &isnull);
-	if (isnull || !DatumGetBool(DirectFunctionCall2Coll(texteq, DEFAULT_COLLATION_OID,
-														bizno, settle->bizno)))
+	if (isnull ||
+		!DatumGetBool(DirectFunctionCall2Coll(texteq,
+											  TupleDescAttr(RelationGetDescr(write->ledger),
+															col[LEDGER_BIZNO] - 1)->attcollation,
+											  bizno, settle->bizno)))
 		return false;
 	if (!settle->attempt_null)
 	{
@@ -499,7 +521,7 @@ FetchRow(DirectWrite *write, Datum bizno, TupleTableSlot *slot)
 	bool		found = PayFetchLedgerRow(write->ledger, pkey, write->estate->es_snapshot,
 										  bizno, slot);
 
-	index_close(pkey, AccessShareLock);
+	index_close(pkey, NoLock);	/* held to the end, as the executor holds it */
 	return found;
 }
 

@@ -56,6 +56,7 @@
 #include "funcapi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -394,7 +395,10 @@ LockRow(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
  * The plain read of the row of bizno: a probe of the primary key under the
  * snapshot a new statement would take (a fresh one in READ COMMITTED, the
  * transaction's otherwise), with the predicate locks of SERIALIZABLE taken
- * by the index and heap access methods.  false when there is no row.
+ * by the index and heap access methods.  false when there is no row.  As
+ * the executor would for a SELECT of the row, it needs SELECT on the ledger
+ * (or on all its columns) and keeps its lock until the transaction ends, so
+ * that no ALTER TABLE rewrites the ledger under a transaction that read it.
  */
 static bool
 ProbeRow(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
@@ -402,10 +406,17 @@ ProbeRow(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 	Relation	ledger = table_open(PayCatalogGetTables(fcinfo)->ledger, AccessShareLock);
 	/* the columns as they are now that the ledger is locked */
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
-	Relation	pkey = index_open(catalog->ledger_pkey, AccessShareLock);
-	TupleTableSlot *slot = table_slot_create(ledger, NULL);
+	Relation	pkey;
+	TupleTableSlot *slot;
 	Snapshot	snapshot;
 	bool		found;
+
+	if (pg_class_aclcheck(catalog->ledger, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(catalog->ledger, GetUserId(), ACL_SELECT,
+								  ACLMASK_ALL) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, RelationGetRelationName(ledger));
+	pkey = index_open(catalog->ledger_pkey, AccessShareLock);
+	slot = table_slot_create(ledger, NULL);
 
 	/* see this transaction's own earlier writes, as a statement would */
 	CommandCounterIncrement();
@@ -439,8 +450,8 @@ ProbeRow(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 	}
 	UnregisterSnapshot(snapshot);
 	ExecDropSingleTupleTableSlot(slot);
-	index_close(pkey, AccessShareLock);
-	table_close(ledger, AccessShareLock);
+	index_close(pkey, NoLock);
+	table_close(ledger, NoLock);
 	return found;
 }
 
