@@ -5,7 +5,9 @@
 -- paid back the same way.  query_and_close() is what a reconciler asks: the
 -- charge or refund booked for a reference, if any, and from then on the
 -- reference takes no more -- so a request still in flight can never be
--- booked after the payment was marked FAILED.
+-- booked after the payment was marked FAILED.  A caller of idempotent_pay
+-- charges under bizNo/attempt, and its reconciler asks under that same
+-- reference: each attempt is booked, and closed, on its own.
 
 DROP SCHEMA IF EXISTS bank CASCADE;
 CREATE SCHEMA bank;

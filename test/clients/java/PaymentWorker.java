@@ -3,13 +3,17 @@
  *
  * CLIENT_WORKERS threads (each with its own autocommit Connection) pay
  * CLIENT_ORDERS orders against the simulated bank (test/demo/bank.sql):
- * claim; on PROCEED charge under "bizno:attempt", then either lose the answer
+ * claim; on PROCEED charge under "bizno/attempt", then either lose the answer
  * (30 %) or settle with that attempt; claim again until ALREADY_SUCCEEDED.
  * A reconciler thread settles what stays PROCESSING by asking the bank
  * (pay_stuck inside a transaction, bank.query_and_close, settle, commit).
+ * A second charge is read from pay_succeed's result (SECOND_CHARGE), never
+ * from its warning.
  *
- * At the end every order must be SUCCESS and no bizno charged twice.  Prints
- *   java: <orders> orders, <charges> bank charges, 0 double charges, <n> settled
+ * At the end every order must be SUCCESS and no bizno charged twice, by the
+ * bank's books nor by pay_succeed's results.  Prints
+ *   java: <orders> orders, <charges> bank charges, 0 double charges,
+ *         0 second charges, <n> settled
  * (<n> = orders found SUCCESS) and exits 0; exits 1 on any failure or after 120 s.
  *
  * Connection: env PGHOST (a TCP host: the driver has no Unix sockets),
@@ -20,6 +24,7 @@
 import java.math.BigDecimal;
 import java.sql.*;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -36,6 +41,8 @@ public class PaymentWorker {
     static final AtomicInteger nextOrder = new AtomicInteger();
     static final AtomicInteger lostAnswers = new AtomicInteger(), reconciled = new AtomicInteger();
     static final AtomicReference<Throwable> failure = new AtomicReference<>();
+    /** "bizno charge" for every SECOND_CHARGE pay_succeed returned. */
+    static final List<String> secondCharges = Collections.synchronizedList(new ArrayList<>());
     static volatile boolean workersDone;
 
     public static void main(String[] args) throws Exception {
@@ -120,7 +127,7 @@ public class PaymentWorker {
                     sleep(50);
                     break;
                 case "PROCEED": {
-                    Long chargeId = charge(c, bizno + ":" + attempt);
+                    Long chargeId = charge(c, bizno + "/" + attempt);
                     if (ThreadLocalRandom.current().nextDouble() < LOSE_RATE)
                         lostAnswers.incrementAndGet();                // the answer is lost
                     else
@@ -147,24 +154,34 @@ public class PaymentWorker {
      * pay_succeed (charged) or pay_fail (declined) under the attempt charged.
      * In autocommit: returns false when the answer came too late and was
      * rightly refused.  In a transaction every error is the caller's (it
-     * has aborted the transaction).
+     * has aborted the transaction).  pay_succeed answers SUCCESS, or
+     * SECOND_CHARGE (counted) when the payment succeeded already under
+     * another charge; pay_fail answers FAILED; any other result throws.
      */
     static boolean settle(Connection c, String bizno, int attempt, Long chargeId) throws SQLException {
         String sql = chargeId != null ? "SELECT pay_succeed(?, ?, ?, ?::jsonb)" : "SELECT pay_fail(?, ?, ?)";
         while (true) {
+            String result;
             try (PreparedStatement ps = c.prepareStatement(sql)) {
                 ps.setString(1, bizno);
                 ps.setString(2, chargeId != null ? chargeId.toString() : "declined");
                 ps.setInt(3, attempt);
                 if (chargeId != null) ps.setString(4, "{\"charge\": " + chargeId + "}");
-                ps.executeQuery().close();
-                return true;
+                try (ResultSet rs = ps.executeQuery()) {
+                    rs.next();
+                    result = rs.getString(1);
+                }
             } catch (SQLException e) {
                 if (!c.getAutoCommit()) throw e;
                 if ("40001".equals(e.getSQLState())) continue;                        // retry
                 if (settledElsewhere(e)) return false;
                 throw e;
             }
+            if (chargeId != null && "SECOND_CHARGE".equals(result))
+                secondCharges.add(bizno + " " + chargeId);         // charged twice
+            else if (!(chargeId != null ? "SUCCESS" : "FAILED").equals(result))
+                throw new IllegalStateException(bizno + ": settling attempt " + attempt + " returned " + result);
+            return true;
         }
     }
 
@@ -210,7 +227,7 @@ public class PaymentWorker {
         for (int k = 0; k < biznos.size(); k++) {
             Long chargeId;
             try (PreparedStatement ps = c.prepareStatement("SELECT bank.query_and_close(?)")) {
-                ps.setString(1, biznos.get(k) + ":" + attempts.get(k));
+                ps.setString(1, biznos.get(k) + "/" + attempts.get(k));
                 chargeId = queryLong(ps);
             }
             if (settle(c, biznos.get(k), attempts.get(k), chargeId))
@@ -238,15 +255,19 @@ public class PaymentWorker {
             long charges, doubles;
             try (Statement st = c.createStatement()) {
                 charges = queryLong(st, "SELECT count(*) FROM bank.charges");
-                doubles = queryLong(st, "SELECT count(*) FROM (SELECT split_part(ref, ':', 1) "
+                doubles = queryLong(st, "SELECT count(*) FROM (SELECT split_part(ref, '/', 1) "
                         + "FROM bank.charges GROUP BY 1 HAVING count(*) > 1) d");
             }
             if (doubles != 0)
                 die(doubles + " payments charged more than once");
+            if (!secondCharges.isEmpty())
+                die(secondCharges.size() + " second charges: "
+                        + String.join(", ", secondCharges.subList(0, Math.min(5, secondCharges.size()))));
             System.err.println("java: " + lostAnswers.get() + " answers lost, "
                     + reconciled.get() + " settled by the reconciler");
             System.out.println("java: " + orders + " orders, " + charges + " bank charges, "
-                    + doubles + " double charges, " + settled + " settled");
+                    + doubles + " double charges, " + secondCharges.size() + " second charges, "
+                    + settled + " settled");
             System.exit(0);
         }
     }

@@ -2,16 +2,18 @@
 //
 // CLIENT_WORKERS async workers share one pg.Pool (size workers + 1) and pay
 // CLIENT_ORDERS orders through the simulated bank of test/demo/bank.sql:
-// claim; on PROCEED charge the bank under "bizno:attempt", then "lose the
+// claim; on PROCEED charge the bank under "bizno/attempt", then "lose the
 // answer" 30% of the time, else settle with that attempt; re-claim (after
 // 50 ms on IN_PROGRESS) until ALREADY_SUCCEEDED.  A reconciler settles what
 // is stuck in PROCESSING by asking the bank (query_and_close), inside one
 // transaction per batch, since pay_stuck locks its rows FOR UPDATE SKIP LOCKED.
-// At the end every order must be SUCCESS with no reference charged twice.
+// A second charge is read from pay_succeed's result (SECOND_CHARGE), never
+// from its warning.  At the end every order must be SUCCESS, with no payment
+// charged twice by the bank's books nor by pay_succeed's results.
 //
 // Connection from the standard PG* environment; exit 0 on success, 1 otherwise.
 // Prints: node: <orders> orders, <charges> bank charges, 0 double charges,
-//         <n> settled   (n = payments settled by the reconciler)
+//         0 second charges, <n> settled   (n = payments settled by the reconciler)
 //
 // Every query is an unnamed parameterised query: never give a query config a
 // `name:` -- named prepared statements live in one server connection and break
@@ -45,23 +47,33 @@ async function q(db, text, values) {
   }
 }
 
+// Every "bizno charge" for which pay_succeed returned SECOND_CHARGE.
+const secondCharges = [];
+
 // Settle a payment; false when the answer is moot: a late answer for an old
 // attempt (55000 pay_stale_attempt) or one the other side settled first
-// (23514 pay_status_transition).  Anything else is thrown.
+// (23514 pay_status_transition).  Anything else is thrown, and so is a
+// result other than SUCCESS or SECOND_CHARGE (pay_succeed) or FAILED
+// (pay_fail); a SECOND_CHARGE is counted.
 async function settle(db, bizno, attempt, chargeId) {
+  let result, expected;
   try {
     if (chargeId !== null) {
-      await q(db, "SELECT pay_succeed($1, $2, $3, jsonb_build_object('charge', $4::bigint))",
-              [bizno, chargeId, attempt, chargeId]);
+      result = (await q(db, "SELECT pay_succeed($1, $2, $3, jsonb_build_object('charge', $4::bigint)) AS r",
+                        [bizno, chargeId, attempt, chargeId])).rows[0].r;
+      expected = ['SUCCESS', 'SECOND_CHARGE'];
     } else {
-      await q(db, 'SELECT pay_fail($1, $2, $3)', [bizno, 'not charged', attempt]);
+      result = (await q(db, 'SELECT pay_fail($1, $2, $3) AS r', [bizno, 'not charged', attempt])).rows[0].r;
+      expected = ['FAILED'];
     }
-    return true;
   } catch (err) {
     if ((err.code === '55000' && err.constraint === 'pay_stale_attempt') ||
         (err.code === '23514' && err.constraint === 'pay_status_transition')) return false;
     throw err;
   }
+  if (!expected.includes(result)) throw new Error(`${bizno}: settling attempt ${attempt} returned ${result}`);
+  if (result === 'SECOND_CHARGE') secondCharges.push(`${bizno} ${chargeId}`);   // charged twice
+  return true;
 }
 
 async function payOrder(i) {
@@ -70,7 +82,7 @@ async function payOrder(i) {
   const bizno = c.bizno;
   while (c.action !== 'ALREADY_SUCCEEDED') {
     if (c.action === 'PROCEED') {
-      const ref = `${bizno}:${c.attempt}`;
+      const ref = `${bizno}/${c.attempt}`;
       const chargeId = (await q(pool, 'SELECT bank.charge($1, $2, $3) AS id',
                                 [ref, AMOUNT, DECLINE_RATE])).rows[0].id;
       if (Math.random() >= LOSE_ANSWER) await settle(pool, bizno, c.attempt, chargeId);
@@ -101,7 +113,7 @@ async function reconciler(isDone) {
       let n = 0;
       for (const { bizno, attempt } of stuck) {
         const chargeId = (await client.query('SELECT bank.query_and_close($1) AS id',
-                                             [`${bizno}:${attempt}`])).rows[0].id;
+                                             [`${bizno}/${attempt}`])).rows[0].id;
         // A savepoint, so an ignored refusal does not abort the whole batch.
         await client.query('SAVEPOINT settle');
         if (await settle(client, bizno, attempt, chargeId)) {
@@ -137,12 +149,14 @@ async function main() {
     const row = (await q(pool, 'SELECT status FROM pay_get($1)', [bizno])).rows[0];
     if (!row || row.status !== 'SUCCESS') fail(`${bizno} is ${row ? row.status : 'missing'}, not SUCCESS`);
   }
-  const charges = (await q(pool, "SELECT count(*) AS n FROM bank.charges WHERE split_part(ref, ':', 1) = ANY($1)",
+  const charges = (await q(pool, "SELECT count(*) AS n FROM bank.charges WHERE split_part(ref, '/', 1) = ANY($1)",
                            [biznos])).rows[0].n;
-  const doubles = (await q(pool, "SELECT count(*) AS n FROM (SELECT split_part(ref, ':', 1) FROM bank.charges GROUP BY 1 HAVING count(*) > 1) d")).rows[0].n;
+  const doubles = (await q(pool, "SELECT count(*) AS n FROM (SELECT split_part(ref, '/', 1) FROM bank.charges GROUP BY 1 HAVING count(*) > 1) d")).rows[0].n;
   if (biznos.length !== ORDERS) fail(`${biznos.length} of ${ORDERS} orders paid`);
   if (doubles !== '0') fail(`${doubles} double charges`);
-  console.log(`node: ${ORDERS} orders, ${charges} bank charges, 0 double charges, ${settled} settled`);
+  if (secondCharges.length !== 0) fail(`${secondCharges.length} second charges: ${secondCharges.slice(0, 5).join(', ')}`);
+  console.log(`node: ${ORDERS} orders, ${charges} bank charges, 0 double charges, ` +
+              `${secondCharges.length} second charges, ${settled} settled`);
   await pool.end();
   process.exit(0);
 }

@@ -3,15 +3,17 @@
 What it shows: CLIENT_WORKERS threads pay CLIENT_ORDERS orders against a
 simulated bank while answers get lost (as on a half-open network) and a
 reconciler settles what is stuck -- and still every order is paid exactly
-once.  Each order: claim; on PROCEED charge the bank under bizno:attempt
+once.  Each order: claim; on PROCEED charge the bank under bizno/attempt
 (the attempt is the fencing token), then settle with that attempt -- or,
 30% of the time, "lose" the bank's answer and leave it to the reconciler;
 re-claim until ALREADY_SUCCEEDED.  Errors are told apart by SQLSTATE and
-constraint name, never by message text.
+constraint name, never by message text; a second charge by pay_succeed's
+result (SECOND_CHARGE), never by its warning.
 
 Connection parameters come from the libpq environment (PGHOST, PGPORT,
 PGDATABASE, PGUSER).  Exit 0 when every order is SUCCESS and none was
-charged twice; exit 1 otherwise, or after 120 seconds.
+charged twice (by the bank's books, and by pay_succeed's results); exit 1
+otherwise, or after 120 seconds.
 """
 import json
 import os
@@ -32,6 +34,7 @@ DEADLINE = time.monotonic() + 120
 stop = threading.Event()
 errors = []           # unexpected errors from any thread
 biznos = []          # the bizNo of every order paid
+second_charges = []  # "bizno charge" for every SECOND_CHARGE pay_succeed returned
 
 
 def connect():
@@ -43,10 +46,20 @@ def connect():
     return psycopg.connect("", autocommit=True, prepare_threshold=None)
 
 
-def settle(conn, sql, params):
-    """Run pay_succeed/pay_fail; ignore only the two harmless refusals."""
+def settle(conn, bizno, attempt, charge, reason):
+    """Settle attempt of bizno: pay_succeed under the bank's charge, or
+    pay_fail with reason when there is none.  Ignore only the two harmless
+    refusals; read a second charge from pay_succeed's result."""
     try:
-        conn.execute(sql, params)
+        if charge is not None:
+            result, = conn.execute("SELECT pay_succeed(%s, %s, %s, %s)",
+                                   (bizno, str(charge), attempt,
+                                    json.dumps({"charge": charge}))).fetchone()
+            expected = ("SUCCESS", "SECOND_CHARGE")
+        else:
+            result, = conn.execute("SELECT pay_fail(%s, %s, %s)",
+                                   (bizno, reason, attempt)).fetchone()
+            expected = ("FAILED",)
     except psycopg.Error as e:
         diag = (e.sqlstate, e.diag.constraint_name)
         if diag == ("55000", "pay_stale_attempt"):      # late answer, old attempt
@@ -54,6 +67,10 @@ def settle(conn, sql, params):
         if diag == ("23514", "pay_status_transition"):  # the reconciler settled first
             return
         raise
+    if result not in expected:
+        raise RuntimeError(f"{bizno}: settling attempt {attempt} returned {result!r}")
+    if result == "SECOND_CHARGE":                       # the bank charged it twice
+        second_charges.append(f"{bizno} {charge}")
 
 
 def pay(conn, i):
@@ -82,14 +99,10 @@ def pay(conn, i):
         if action != "PROCEED":
             raise RuntimeError(f"{bizno}: unexpected action {action}")
         charge = conn.execute("SELECT bank.charge(%s, %s, %s)",
-                              (f"{bizno}:{attempt}", amount, DECLINE_RATE)).fetchone()[0]
+                              (f"{bizno}/{attempt}", amount, DECLINE_RATE)).fetchone()[0]
         if random.random() < LOSS:
             continue                                    # the answer is lost
-        if charge is not None:
-            settle(conn, "SELECT pay_succeed(%s, %s, %s, %s)",
-                   (bizno, str(charge), attempt, json.dumps({"charge": charge})))
-        else:
-            settle(conn, "SELECT pay_fail(%s, 'declined', %s)", (bizno, attempt))
+        settle(conn, bizno, attempt, charge, "declined")
 
 
 def worker(n):
@@ -114,14 +127,10 @@ def reconciler(done):
                     stuck = conn.execute("SELECT bizno, attempt FROM pay_stuck('200 milliseconds', 50)").fetchall()
                     for bizno, attempt in stuck:
                         charge = conn.execute("SELECT bank.query_and_close(%s)",
-                                              (f"{bizno}:{attempt}",)).fetchone()[0]
+                                              (f"{bizno}/{attempt}",)).fetchone()[0]
                         with conn.transaction():        # savepoint: an ignored refusal
-                            if charge is not None:      # must not abort the rest
-                                settle(conn, "SELECT pay_succeed(%s, %s, %s, %s)",
-                                       (bizno, str(charge), attempt, json.dumps({"charge": charge})))
-                            else:
-                                settle(conn, "SELECT pay_fail(%s, 'no charge at the bank', %s)",
-                                       (bizno, attempt))
+                            settle(conn, bizno, attempt, charge,   # must not abort the rest
+                                   "no charge at the bank")
                 time.sleep(0.1)
     except BaseException as e:
         errors.append(f"reconciler: {type(e).__name__}: {e}")
@@ -155,17 +164,20 @@ def main():
             "SELECT b, (SELECT status FROM pay_get(b)) FROM unnest(%s::text[]) AS b",
             (biznos,)).fetchall()
         charges = conn.execute(
-            "SELECT count(*) FROM bank.charges WHERE split_part(ref, ':', 1) = ANY(%s)",
+            "SELECT count(*) FROM bank.charges WHERE split_part(ref, '/', 1) = ANY(%s)",
             (biznos,)).fetchone()[0]
         doubles = conn.execute(
-            "SELECT count(*) FROM (SELECT split_part(ref, ':', 1) FROM bank.charges "
+            "SELECT count(*) FROM (SELECT split_part(ref, '/', 1) FROM bank.charges "
             "GROUP BY 1 HAVING count(*) > 1) d").fetchone()[0]
     unpaid = [f"{b}={s}" for b, s in rows if s != "SUCCESS"]
     if len(rows) != ORDERS or unpaid:
         fail(f"{len(unpaid)} orders not SUCCESS: {', '.join(unpaid[:5])}")
     if doubles:
         fail(f"{doubles} orders charged more than once")
-    print(f"python: {ORDERS} orders, {charges} bank charges, 0 double charges, {len(rows)} settled")
+    if second_charges:
+        fail(f"{len(second_charges)} second charges: {', '.join(second_charges[:5])}")
+    print(f"python: {ORDERS} orders, {charges} bank charges, 0 double charges, "
+          f"{len(second_charges)} second charges, {len(rows)} settled")
 
 
 if __name__ == "__main__":
