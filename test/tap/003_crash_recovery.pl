@@ -5,6 +5,7 @@
 use strict;
 use warnings;
 
+use File::Basename;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -135,8 +136,16 @@ sub check_after_recovery
 		"$label: every PROCESSING payment is on pay_stuck's list");
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM pay_verify()'),
 		0, "$label: the ledger agrees with its journal");
+	is(amcheck_problems($node), 0, "$label: amcheck finds heap and B-trees of ledger and journal intact");
 	is($node->safe_psql('postgres', "SELECT pay_begin('after-$round', 10, 'EUR')"),
 		'PROCEED', "$label: the API works after recovery");
+}
+
+# contrib amcheck on the ledger and the journal: heap and every B-tree.
+sub amcheck_problems
+{
+	my ($server) = @_;
+	return $server->safe_psql('postgres', slurp_file(dirname(__FILE__) . '/amcheck.sql'));
 }
 
 # A backend killed with SIGKILL: the postmaster restarts every backend.

@@ -10,6 +10,7 @@ use strict;
 use warnings;
 
 use IPC::Run;
+use File::Basename;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -301,6 +302,8 @@ is( $new->safe_psql(
 	'pay_stuck lists nothing but PROCESSING payments');
 is($new->safe_psql('postgres', 'SELECT count(*) FROM pay_verify()'),
 	0, 'the ledger agrees with its journal');
+is($new->safe_psql('postgres', slurp_file(dirname(__FILE__) . '/amcheck.sql')),
+	0, 'amcheck finds heap and B-trees of ledger and journal intact on the promoted standby');
 
 # The bizNos issued before the promotion: the ledger's and the printed ones.
 $new->safe_psql(

@@ -20,6 +20,7 @@
 use strict;
 use warnings;
 
+use File::Basename;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -246,6 +247,8 @@ is( $subscriber->safe_psql(
 	't', 'no journal seq is used twice');
 is($subscriber->safe_psql('postgres', 'SELECT count(*) FROM pay_verify()'),
 	0, 'pay_verify() is empty on the subscriber in service');
+is($subscriber->safe_psql('postgres', slurp_file(dirname(__FILE__) . '/amcheck.sql')),
+	0, 'amcheck finds heap and B-trees of ledger and journal intact on the subscriber');
 
 $subscriber->stop;
 $publisher->stop;
