@@ -20,6 +20,7 @@
 
 #include "bizno_format.h"
 #include "idempotent_pay.h"
+#include "proxied.h"
 #include "stats.h"
 
 PG_MODULE_MAGIC;
@@ -145,6 +146,7 @@ _PG_init(void)
 							   0,
 							   NULL, NULL, NULL);
 
+	PayProxiedInit();
 	MarkGUCPrefixReserved("idempotent_pay");
 
 	PayStatsRequestShmem();

@@ -38,6 +38,7 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 
 #include "fmgr.h"
@@ -49,6 +50,7 @@
 
 #include "bizno.h"
 #include "bizno_format.h"
+#include "proxied.h"
 #include "route.h"
 
 #define FNV_OFFSET_BASIS	UINT32_C(2166136261)
@@ -63,7 +65,9 @@ PG_FUNCTION_INFO_V1(pay_partition_count);
 PG_FUNCTION_INFO_V1(pay_partition_key);
 PG_FUNCTION_INFO_V1(pay_partition_parts);
 PG_FUNCTION_INFO_V1(pay_statement_partition);
+PG_FUNCTION_INFO_V1(pay_statement_partition_1_3);
 PG_FUNCTION_INFO_V1(pay_proxy_raise);
+PG_FUNCTION_INFO_V1(pay_proxy_raise_1_3);
 
 /* The partitions of the cluster, as PL/Proxy reads them. */
 typedef struct PartitionMap
@@ -333,25 +337,52 @@ pay_partition_parts(PG_FUNCTION_ARGS)
 }
 
 /*
- * pay_statement_partition(bizno text) returns int4
- *
- * The partition a bank statement row is reconciled on: that of its bizNo;
- * a row whose bizNo no payment can have (NULL, malformed) goes to
- * partition 0, which reports it once, as a single node would.
+ * The partition a bank statement row is reconciled on: that of its bizNo
+ * (of the bizNo before a "/" when by_reference, the row naming the
+ * reference callers send the bank, bizNo/attempt); a row whose bizNo no
+ * payment can have (NULL, malformed) goes to partition 0, which reports it
+ * once, as a single node would.
  */
-Datum
-pay_statement_partition(PG_FUNCTION_ARGS)
+static int32
+StatementPartition(FunctionCallInfo fcinfo, bool by_reference)
 {
 	PartitionMap map = ReadPartitionMap();
 	uint32		route;
 	text	   *key;
+	const char *bytes;
+	size_t		len;
+	const char *slash;
 
 	if (PG_ARGISNULL(0))
-		PG_RETURN_INT32(0);
+		return 0;
 	key = PG_GETARG_TEXT_PP(0);
-	if (!PayRouteOfKey(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &route))
-		PG_RETURN_INT32(0);
-	PG_RETURN_INT32(PartitionOfRoute(&map, route));
+	bytes = VARDATA_ANY(key);
+	len = VARSIZE_ANY_EXHDR(key);
+	slash = by_reference ? memchr(bytes, '/', len) : NULL;
+	if (slash != NULL)
+		len = slash - bytes;
+	if (!PayRouteOfKey(bytes, len, &route))
+		return 0;
+	return PartitionOfRoute(&map, route);
+}
+
+/*
+ * pay_statement_partition(bizno text) returns int4, of 1.2: by the bizNo.
+ */
+Datum
+pay_statement_partition(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(StatementPartition(fcinfo, false));
+}
+
+/*
+ * pay_statement_partition(bizno text) returns int4, since 1.3: by the
+ * bizNo or the bizNo/attempt a 1.3 shard's pay_reconcile takes.
+ */
+Datum
+pay_statement_partition_1_3(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(StatementPartition(fcinfo, true));
 }
 
 /*
@@ -393,29 +424,65 @@ SplitProxyMessage(const char *message, char **database, char **what)
 }
 
 /*
- * The partition a failed call was routed to, as text for a message: from
- * the key the wrapper was called with (prefix and biz_id for pay_open and
- * friends); NULL for a call on every partition.
+ * The constraint name a shard's error carried, from the line proxied.c
+ * appends to its context when idempotent_pay.report_constraint is on; NULL
+ * when there is none.  PL/Proxy passes the shard's context on as
+ * "Remote context: <its lines>", followed by the proxy's own lines; the
+ * line of the name is the shard's last.
  */
 static char *
-PartitionOfCall(FunctionCallInfo fcinfo)
+ConstraintOfContext(const char *context)
+{
+	const char *line = context;
+	char	   *name = NULL;
+
+	while (line != NULL && *line != '\0')
+	{
+		const char *end = strchr(line, '\n');
+		size_t		line_len = end ? (size_t) (end - line) : strlen(line);
+		const char *rest = SkipPrefix(line, "Remote context: ");
+		const char *value = SkipPrefix(rest ? rest : line, PAY_CONSTRAINT_CONTEXT_LINE);
+
+		if (value != NULL)
+		{
+			size_t		value_len = line_len - (value - line);
+			size_t		i;
+
+			for (i = 0; i < value_len; i++)
+				if (!isalnum((unsigned char) value[i]) && value[i] != '_')
+					break;
+			if (i == value_len && value_len > 0 && value_len < NAMEDATALEN)
+				name = pnstrdup(value, value_len);
+		}
+		line = end ? end + 1 : NULL;
+	}
+	return name;
+}
+
+/*
+ * The partition a failed call was routed to, as text for a message: from
+ * the key the wrapper was called with, argument key_arg (and biz_id, the
+ * next one, for pay_open and friends); NULL for a call on every partition.
+ */
+static char *
+PartitionOfCall(FunctionCallInfo fcinfo, int key_arg)
 {
 	PartitionMap map = ReadPartitionMap();
 	uint32		route;
 
-	if (PG_ARGISNULL(4))
+	if (PG_ARGISNULL(key_arg))
 		return NULL;
-	if (!PG_ARGISNULL(5))
+	if (!PG_ARGISNULL(key_arg + 1))
 	{
-		text	   *prefix = PG_GETARG_TEXT_PP(4);
-		text	   *biz_id = PG_GETARG_TEXT_PP(5);
+		text	   *prefix = PG_GETARG_TEXT_PP(key_arg);
+		text	   *biz_id = PG_GETARG_TEXT_PP(key_arg + 1);
 
 		route = RouteOfParts(VARDATA_ANY(prefix), VARSIZE_ANY_EXHDR(prefix),
 							 VARDATA_ANY(biz_id), VARSIZE_ANY_EXHDR(biz_id));
 	}
 	else
 	{
-		text	   *key = PG_GETARG_TEXT_PP(4);
+		text	   *key = PG_GETARG_TEXT_PP(key_arg);
 
 		if (!PayRouteOfKey(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &route))
 			return NULL;
@@ -424,20 +491,23 @@ PartitionOfCall(FunctionCallInfo fcinfo)
 }
 
 /*
- * Raise an error as the caller of the proxy should see it, without a
- * CONTEXT: the shard's errors carry none, and the wrapper's own would only
- * show the proxy's plumbing.  Every handler up the stack (PG_TRY, a
- * PL/pgSQL EXCEPTION block, the main loop) restores error_context_stack.
+ * Raise an error as the caller of the proxy should see it, with the
+ * shard's constraint name when it is known, without a CONTEXT: the
+ * shard's errors carry none, and the wrapper's own would only show the
+ * proxy's plumbing.  Every handler up the stack (PG_TRY, a PL/pgSQL
+ * EXCEPTION block, the main loop) restores error_context_stack.
  */
 static void
-RaiseForCaller(int sqlstate, const char *message, const char *detail, const char *hint)
+RaiseForCaller(int sqlstate, const char *message, const char *detail, const char *hint,
+			   const char *constraint)
 {
 	error_context_stack = NULL;
 	ereport(ERROR,
 			(errcode(sqlstate),
 			 errmsg_internal("%s", message),
 			 detail ? errdetail_internal("%s", detail) : 0,
-			 hint ? errhint("%s", hint) : 0));
+			 hint ? errhint("%s", hint) : 0,
+			 constraint ? err_generic_string(PG_DIAG_CONSTRAINT_NAME, constraint) : 0));
 }
 
 /* How a call reached a partition it failed on. */
@@ -503,38 +573,20 @@ OptionalText(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * pay_proxy_raise(sqlstate text, message text, detail text, hint text,
- *				   key text, biz_id text) returns void; always raises.
- *
- * Called by the proxy's functions with an error their PL/Proxy call raised
- * (GET STACKED DIAGNOSTICS), and the key the call was routed by (NULL for a
- * call on every partition; prefix and biz_id for pay_open and friends).
- * PL/Proxy 2.10 reports a partition it cannot reach as XX000 with libpq's
- * text, and a shard's errors with its own decoration; a caller needs the
- * shard's error as the shard gave it, or else which partition failed and
- * whether the call may have run there.  So:
- *
- *	  - no connection could be made (PQconnectStart, PQconnectPoll, a connect
- *		timeout, a shard still starting): 08001, nothing was sent;
- *	  - the connection broke (sending the call, reading its answer, a query
- *		timeout, the shard shutting down): 08006, the call may have
- *		committed there, and a retry with the same key is answered from its
- *		ledger;
- *	  - any other error of a shard ("f(n): [db] REMOTE ERROR: text"): the
- *		shard's SQLSTATE, message, detail and hint, without PL/Proxy's
- *		decoration (PL/Proxy 2.10 does not pass on the constraint name);
- *	  - anything else (the proxy's own errors, a malformed key): as it came.
- *
- * Matching PL/Proxy's message text is the only way there is: it gives these
- * cases no SQLSTATE of their own.  test/tap/007_proxy.pl pins each case.
+ * Raise an error a routed call raised as its caller should see it (see
+ * pay_proxy_raise below).  The arguments are sqlstate, message, detail,
+ * hint, the error's context when context_arg is not negative, and from
+ * key_arg on the key the call was routed by (NULL for a call on every
+ * partition; prefix and biz_id for pay_open and friends).
  */
-Datum
-pay_proxy_raise(PG_FUNCTION_ARGS)
+static void
+RaiseProxied(FunctionCallInfo fcinfo, int context_arg, int key_arg)
 {
 	char	   *sqlstate = OptionalText(fcinfo, 0);
 	char	   *message = OptionalText(fcinfo, 1);
 	char	   *detail = OptionalText(fcinfo, 2);
 	char	   *hint = OptionalText(fcinfo, 3);
+	char	   *context = context_arg >= 0 ? OptionalText(fcinfo, context_arg) : NULL;
 	int			code = ERRCODE_INTERNAL_ERROR;
 	char	   *database = NULL;
 	char	   *what = NULL;
@@ -559,20 +611,21 @@ pay_proxy_raise(PG_FUNCTION_ARGS)
 		if (failure == PARTITION_ANSWERED)
 			RaiseForCaller(code, text,
 						   shard_detail ? shard_detail : detail,
-						   shard_hint ? shard_hint : hint);
+						   shard_hint ? shard_hint : hint,
+						   context ? ConstraintOfContext(context) : NULL);
 	}
 	else if (code == ERRCODE_INTERNAL_ERROR && SkipPrefix(message, "PL/Proxy function ") != NULL)
 		failure = ProxyErrorFailure(message, text ? what : NULL);
 
 	if (failure == PARTITION_ANSWERED)
-		RaiseForCaller(code, message, detail, hint);
+		RaiseForCaller(code, message, detail, hint, NULL);
 
 	/* libpq's messages end with a newline */
 	len = strlen(message);
 	while (len > 0 && (message[len - 1] == '\n' || message[len - 1] == ' '))
 		message[--len] = '\0';
 
-	partition = PartitionOfCall(fcinfo);
+	partition = PartitionOfCall(fcinfo, key_arg);
 	if (partition != NULL)
 		where = psprintf("partition %s of PL/Proxy cluster \"%s\"%s", partition, PAY_PROXY_CLUSTER,
 						 database ? psprintf(" (database \"%s\")", database) : "");
@@ -587,11 +640,59 @@ pay_proxy_raise(PG_FUNCTION_ARGS)
 					   psprintf("%s is unreachable", where),
 					   message,
 					   "Nothing was sent to it. Retry the call once it is back; "
-					   "calls routed to other partitions go on.");
+					   "calls routed to other partitions go on.",
+					   NULL);
 	RaiseForCaller(ERRCODE_CONNECTION_FAILURE,
 				   psprintf("the connection to %s broke during the call", where),
 				   message,
 				   "The call may or may not have been applied there. Retry it with the same key: "
-				   "idempotent_pay answers a repeated call from its ledger, never charging twice.");
+				   "idempotent_pay answers a repeated call from its ledger, never charging twice.",
+				   NULL);
+}
+
+/*
+ * pay_proxy_raise(sqlstate text, message text, detail text, hint text,
+ *				   context text, key text, biz_id text) returns void, since
+ *				   1.3; always raises.
+ *
+ * Called by the proxy's functions with an error their PL/Proxy call raised
+ * (GET STACKED DIAGNOSTICS), and the key the call was routed by (NULL for a
+ * call on every partition; prefix and biz_id for pay_open and friends).
+ * PL/Proxy 2.10 reports a partition it cannot reach as XX000 with libpq's
+ * text, and a shard's errors with its own decoration; a caller needs the
+ * shard's error as the shard gave it, or else which partition failed and
+ * whether the call may have run there.  So:
+ *
+ *	  - no connection could be made (PQconnectStart, PQconnectPoll, a connect
+ *		timeout, a shard still starting): 08001, nothing was sent;
+ *	  - the connection broke (sending the call, reading its answer, a query
+ *		timeout, the shard shutting down): 08006, the call may have
+ *		committed there, and a retry with the same key is answered from its
+ *		ledger;
+ *	  - any other error of a shard ("f(n): [db] REMOTE ERROR: text"): the
+ *		shard's SQLSTATE, message, detail and hint, without PL/Proxy's
+ *		decoration, and its constraint name, which PL/Proxy 2.10 does not
+ *		pass on but the shard wrote into the context (proxied.c);
+ *	  - anything else (the proxy's own errors, a malformed key): as it came.
+ *
+ * Matching PL/Proxy's message text is the only way there is: it gives these
+ * cases no SQLSTATE of their own.  test/tap/007_proxy.pl pins each case.
+ */
+Datum
+pay_proxy_raise_1_3(PG_FUNCTION_ARGS)
+{
+	RaiseProxied(fcinfo, 4, 5);
+	PG_RETURN_VOID();
+}
+
+/*
+ * pay_proxy_raise(sqlstate text, message text, detail text, hint text,
+ *				   key text, biz_id text) returns void, of 1.2: as since 1.3,
+ *				   without the context, so without the constraint name.
+ */
+Datum
+pay_proxy_raise(PG_FUNCTION_ARGS)
+{
+	RaiseProxied(fcinfo, -1, 4);
 	PG_RETURN_VOID();
 }

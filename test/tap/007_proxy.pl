@@ -1,12 +1,14 @@
-# Scale-out on PL/Proxy (SPEC section 13): one proxy database with
-# idempotent_pay_proxy in front of four shard servers holding eight
-# partitions, one database each (partition p on shard p % 4).  Checked here:
+# Scale-out on PL/Proxy: one proxy database with idempotent_pay_proxy in
+# front of four shard servers holding eight partitions, one database each
+# (partition p on shard p % 4), every one with the default idempotent_pay
+# (1.3).  Checked here:
 #
 #   - routing: pay_route of fixed inputs is a fixed number, asserted
 #     literally, and equals the hash README.md writes down, computed again
 #     in Perl; every call on a payment reaches the partition pay_partition
 #     names, and the payment is there and nowhere else;
-#   - the API through the proxy answers, and refuses, as the shard does;
+#   - the API through the proxy answers, and refuses, as the shard does:
+#     the same SQLSTATE, message, detail, hint and constraint name;
 #   - fan-out: pay_stats, pay_verify and pay_reconcile answer what one node
 #     holding every payment answers;
 #   - a concurrent run through the proxy: every bizNo on exactly one shard,
@@ -14,7 +16,10 @@
 #   - a stopped shard: its partitions' calls fail at once with 08001 naming
 #     the partition, the others' succeed, nothing lands on a wrong shard;
 #     after the restart every payment is there and pay_verify() is empty
-#     everywhere.
+#     everywhere;
+#   - the scripts: the installed ones are what test/proxy_sql.pl writes, and
+#     a proxy created at 1.2 and updated is the proxy created at 1.3, grants
+#     included; a 1.3 proxy pays through a partition still at 1.2.
 use strict;
 use warnings;
 
@@ -92,6 +97,21 @@ sub error_of
 }
 sub proxy_error { return error_of($proxy, 'proxy', $_[0]); }
 sub partition_error { return error_of(shard_of($_[0]), "pay_p$_[0]", $_[1]); }
+
+# What a client is told of the error a statement raises: its SQLSTATE and
+# message, detail, hint, constraint name and context, one line each, as
+# psql shows them ("no error" when there is none).
+sub error_report_of
+{
+	my ($node, $db, $sql) = @_;
+	my ($out, $err) = ('', '');
+	$node->psql($db, "\\set VERBOSITY verbose\n$sql", stdout => \$out, stderr => \$err);
+	my @lines = grep { /^(?:ERROR|DETAIL|HINT|CONSTRAINT NAME|CONTEXT):/ }
+	  map { s/^psql:[^\n]*?: (?=ERROR:)//r } split /\n/, $err;
+	return @lines ? join("\n", @lines) : 'no error';
+}
+sub proxy_report { return error_report_of($proxy, 'proxy', $_[0]); }
+sub partition_report { return error_report_of(shard_of($_[0]), "pay_p$_[0]", $_[1]); }
 
 # Where each payment is: bizNo => [partitions holding it].
 sub placement
@@ -193,14 +213,18 @@ for my $case (
 # that one node holding the same payments answers the same rows.
 
 create_shard_database($shards[0], 'single');
+# (1.3: each settlement names the attempt it settles, 1 after the first
+# PROCEED.)  R-REFERENCE's statement row names the bank reference callers
+# send, bizNo/attempt.
 my $scenario = q{
-SELECT pay_begin('R-MATCHED', 10, 'EUR'), pay_succeed('R-MATCHED', 'BANK-1');
-SELECT pay_begin('R-NOT-IN-BANK', 10, 'EUR'), pay_succeed('R-NOT-IN-BANK', 'BANK-2');
-SELECT pay_begin('R-DUPLICATE', 10, 'EUR'), pay_succeed('R-DUPLICATE', 'BANK-3');
-SELECT pay_begin('R-AMOUNT', 10, 'EUR'), pay_succeed('R-AMOUNT', 'BANK-4');
-SELECT pay_begin('R-CURRENCY', 10, 'EUR'), pay_succeed('R-CURRENCY', 'BANK-5');
-SELECT pay_begin('R-FAILED', 10, 'EUR'), pay_fail('R-FAILED', 'timeout');
+SELECT pay_begin('R-MATCHED', 10, 'EUR'), pay_succeed('R-MATCHED', 'BANK-1', 1);
+SELECT pay_begin('R-NOT-IN-BANK', 10, 'EUR'), pay_succeed('R-NOT-IN-BANK', 'BANK-2', 1);
+SELECT pay_begin('R-DUPLICATE', 10, 'EUR'), pay_succeed('R-DUPLICATE', 'BANK-3', 1);
+SELECT pay_begin('R-AMOUNT', 10, 'EUR'), pay_succeed('R-AMOUNT', 'BANK-4', 1);
+SELECT pay_begin('R-CURRENCY', 10, 'EUR'), pay_succeed('R-CURRENCY', 'BANK-5', 1);
+SELECT pay_begin('R-FAILED', 10, 'EUR'), pay_fail('R-FAILED', 'timeout', 1);
 SELECT pay_begin('R-PENDING', 10, 'EUR');
+SELECT pay_begin('R-REFERENCE', 10, 'EUR');
 };
 my $csv = dirname(__FILE__) . '/../demo/bank_statement.csv';
 open my $fh, '<', $csv or die "cannot read $csv: $!";
@@ -209,13 +233,20 @@ close $fh;
 my $load_statement =
 	"CREATE TABLE bank_statement (bizno text, amount numeric, currency text, status text, channel_ref text);\n"
   . "COPY bank_statement FROM STDIN WITH (FORMAT csv);\n"
-  . join('', @statement_rows) . "\\.\n";
+  . join('', @statement_rows)
+  . "R-REFERENCE/1,10.00,EUR,SUCCESS,BANK-8\n"
+  . "\\.\n";
 $shards[0]->safe_psql('single', $scenario . $load_statement);
 proxy_sql($scenario . $load_statement);
 is( proxy_sql(
 		"SELECT count(DISTINCT pay_partition(b)) > 1 FROM unnest(ARRAY['R-MATCHED', 'R-NOT-IN-BANK',
 		 'R-DUPLICATE', 'R-AMOUNT', 'R-CURRENCY', 'R-FAILED', 'R-PENDING', 'R-UNKNOWN']) AS b"),
 	't', 'the statement\'s payments lie on several partitions');
+is( proxy_sql(
+		"SELECT pay_partition('R-REFERENCE'), pay_statement_partition('R-REFERENCE/1'),
+		        pay_statement_partition('R-REFERENCE'), pay_statement_partition('no such key!/1')"),
+	'5|5|5|0',
+	'a statement row naming bizNo/attempt is reconciled on the bizNo\'s partition (not partition 0)');
 
 my $report = "SELECT kind, bizno, ledger_status, ledger_amount, bank_amount, bank_rows, detail FROM pay_reconcile('bank_statement')";
 my $single_report = $shards[0]->safe_psql('single', $report);
@@ -225,6 +256,8 @@ my $settle = "SELECT kind, bizno, ledger_status, detail FROM pay_reconcile('bank
 my $single_settled = $shards[0]->safe_psql('single', $settle);
 is(proxy_sql($settle), $single_settled, 'and settles as one node settles');
 is(proxy_sql("SELECT status FROM pay_get('R-PENDING')"), 'SUCCESS', 'R-PENDING is settled on its partition');
+is(proxy_sql("SELECT status, channel_ref FROM pay_get('R-REFERENCE')"),
+	'SUCCESS|BANK-8', 'R-REFERENCE, its row naming R-REFERENCE/1, is settled on its partition');
 my $pending_partition = proxy_sql("SELECT pay_partition('R-PENDING')");
 is( partition_sql(
 		$pending_partition,
@@ -251,9 +284,17 @@ is(proxy_sql("SELECT action, channel_ref, response FROM pay_claim('$bizno')"),
 is(proxy_sql("SELECT * FROM pay_get('$bizno')"),
 	partition_sql($home, "SELECT * FROM pay_get('$bizno')"), 'pay_get through the proxy: the partition\'s row');
 is(proxy_sql("SELECT count(*) FROM pay_get('TAP-UNKNOWN')"), 0, 'pay_get of an unknown key: no row');
+is(proxy_sql("SELECT * FROM pay_find('SHOP', 'TAP-1')"),
+	partition_sql($home, "SELECT * FROM pay_find('SHOP', 'TAP-1')"),
+	'pay_find through the proxy: the row of (prefix, biz_id) from its partition');
+is(proxy_sql("SELECT count(*) FROM pay_find('SHOP', 'TAP-NONE')"), 0,
+	'pay_find of a business action without a payment: no row');
+is(placement()->{'SHOP-TAP-NONE'}, undef, 'and it creates nothing');
 is(proxy_sql("SELECT * FROM pay_open_claim('SHOP', 'TAP-2', 5, 'EUR')") =~ /^SHOP-TAP-2-.*\|PROCEED\|1\|PROCESSING\|\|$/
 	? 'ok' : 'not', 'ok', 'pay_open_claim');
 
+# (1.3: a settlement naming a later attempt than the current one is
+# pay_unclaimed_attempt; a new payment without a currency is 22004.)
 for my $call (
 	"pay_succeed('$bizno', 'BANK-1', 2)",
 	"pay_fail('$bizno', 'too late', 1)",
@@ -263,10 +304,45 @@ for my $call (
 	"pay_open('SHOP', 'TAP-1', 11, 'EUR')")
 {
 	my $key = $call =~ /pay_open\('SHOP', 'TAP-1'/ ? $bizno : ($call =~ /\('([^']*)'/)[0];
-	my $expected = partition_error(proxy_sql("SELECT pay_partition('$key')"), "SELECT $call");
-	isnt($expected, 'no error', "the shard refuses $call: $expected");
-	is(proxy_error("SELECT $call"), $expected, 'the proxy passes the shard\'s SQLSTATE and message on');
+	my $expected = partition_report(proxy_sql("SELECT pay_partition('$key')"), "SELECT $call");
+	isnt($expected, 'no error', "the shard refuses $call: " . (split /\n/, $expected)[0]);
+	is(proxy_report("SELECT $call"), $expected,
+		'the proxy passes the shard\'s SQLSTATE, message, detail, hint and constraint name on');
 }
+
+# The refusals a caller tells apart by constraint name.  PL/Proxy passes a
+# shard's context on but not its constraint name, so the proxy's call sets
+# idempotent_pay.report_constraint in the shard's session, the shard adds
+# the name to the context, and the proxy raises the error with it again,
+# without a context.  Each refusal here, on the shard directly and through
+# the proxy: the same SQLSTATE, message, detail, hint and constraint name.
+my $named = proxy_sql("SELECT pay_open('SHOP', 'TAP-NAMED', 10, 'EUR')");
+my $named_home = proxy_sql("SELECT pay_partition('$named')");
+sub refused_alike
+{
+	my ($constraint, $call) = @_;
+	my $direct = partition_report($named_home, "SELECT $call");
+	like($direct, qr/^CONSTRAINT NAME:  \Q$constraint\E$/m, "the shard refuses $call naming $constraint");
+	is(proxy_report("SELECT $call"), $direct,
+		"through the proxy: the same SQLSTATE, message, detail, hint and constraint name ($constraint)");
+}
+is(proxy_sql("SELECT action, attempt FROM pay_claim('$named')"), 'PROCEED|1', "$named is claimed");
+refused_alike(pay_amount_frozen => "pay_begin('$named', 11, 'EUR')");
+refused_alike(pay_currency_frozen => "pay_begin('$named', 10, 'USD')");
+unlike(partition_report($named_home, "SELECT pay_begin('$named', 11, 'EUR')"), qr/^CONTEXT:/m,
+	'a shard session that did not ask gets no context line');
+like( partition_report(
+		$named_home, "SET idempotent_pay.report_constraint = on;\nSELECT pay_begin('$named', 11, 'EUR')"),
+	qr/^CONTEXT:  idempotent_pay constraint: pay_amount_frozen$/m,
+	'one with idempotent_pay.report_constraint on gets the constraint name in the context');
+is(proxy_sql("SELECT pay_fail('$named', 'declined', 1)"), 'FAILED', 'attempt 1 is declined');
+is(proxy_sql("SELECT action, attempt FROM pay_claim('$named')"), 'PROCEED|2', 'and attempt 2 claimed');
+refused_alike(pay_stale_attempt => "pay_succeed('$named', 'BANK-LATE', 1)");
+is(proxy_sql("SELECT pay_succeed('$named', 'BANK-NAMED', 2)"), 'SUCCESS', 'attempt 2 succeeds');
+my $named_refund = proxy_sql("SELECT pay_refund_open('$named', 'N1', 8)");
+is(proxy_sql("SELECT action FROM pay_claim('$named_refund')"), 'PROCEED', 'a refund of 8 of its 10 is claimed');
+my $too_much = proxy_sql("SELECT pay_refund_open('$named', 'N2', 5)");
+refused_alike(pay_refund_limit => "pay_claim('$too_much')");
 like(proxy_error('SELECT * FROM pay_stuck()'), qr/^0A000: pay_stuck runs on each partition/,
 	'pay_stuck is refused through the proxy: its row locks need a connection to the partition');
 is(proxy_sql("SELECT pay_allowed('FAILED', 'INIT'), pay_bizno_valid('$bizno'), count(*) FROM pay_transitions"),
@@ -276,23 +352,49 @@ is(proxy_sql("SELECT pay_allowed('FAILED', 'INIT'), pay_bizno_valid('$bizno'), c
 my $refund = proxy_sql("SELECT pay_refund_open('$bizno', 'R1', 4, 'tap')");
 is(proxy_sql("SELECT pay_partition('$refund')"), $home, "a refund routes with its payment ($refund)");
 is(proxy_sql("SELECT action FROM pay_claim('$refund')"), 'PROCEED', 'and is claimed through the proxy');
-is(proxy_sql("SELECT pay_succeed('$refund', 'REFUND-BANK-1')"), 'SUCCESS', 'and settled');
+is(proxy_sql("SELECT pay_succeed('$refund', 'REFUND-BANK-1', 1)"), 'SUCCESS', 'and settled');
 is(proxy_sql("SELECT refunded FROM pay_refund_balance('$bizno')"), 4, 'pay_refund_balance counts it');
-proxy_sql("SELECT pay_begin('tap-foreign-1', 10, 'EUR'), pay_succeed('tap-foreign-1', 'BANK-F')");
+proxy_sql("SELECT pay_begin('tap-foreign-1', 10, 'EUR'), pay_succeed('tap-foreign-1', 'BANK-F', 1)");
 my $foreign_refund = proxy_sql("SELECT pay_refund_open('tap-foreign-1', 'R1', 3)");
 is(proxy_sql("SELECT pay_partition('$foreign_refund') = pay_partition('tap-foreign-1')"),
 	't', "a refund of a payment keyed by another system routes with it ($foreign_refund)");
 is(proxy_sql("SELECT action FROM pay_claim('$foreign_refund')"), 'PROCEED', 'and is claimed through the proxy');
 
-# An application role: granted on the proxy and on every shard, it pays;
-# a role granted nothing is refused by the proxy.
+# An application role and an operator's: granted on the proxy and on
+# every shard, one pays and the other repairs, each refused what the other
+# does, as on a 1.3 shard; a role granted nothing is refused by the proxy.
 for my $p (0 .. $partition_count - 1)
 {
-	shard_of($p)->safe_psql('postgres', 'CREATE ROLE payment_app LOGIN') if $p < $shard_count;
-	partition_sql($p, "SELECT pay_grant('payment_app')");
+	shard_of($p)->safe_psql('postgres', 'CREATE ROLE payment_app LOGIN; CREATE ROLE payment_ops LOGIN')
+	  if $p < $shard_count;
+	partition_sql($p, "SELECT pay_grant('payment_app'), pay_grant_operator('payment_ops')");
 }
-$proxy->safe_psql('postgres', 'CREATE ROLE payment_app LOGIN; CREATE ROLE stranger LOGIN');
-proxy_sql("SELECT pay_grant('payment_app')");
+$proxy->safe_psql('postgres',
+	'CREATE ROLE payment_app LOGIN; CREATE ROLE payment_ops LOGIN; CREATE ROLE stranger LOGIN');
+proxy_sql("SELECT pay_grant('payment_app'), pay_grant_operator('payment_ops')");
+sub error_as
+{
+	my ($role, $sql) = @_;
+	my ($out, $err) = ('', '');
+	$proxy->psql('proxy', "\\set VERBOSITY verbose\n$sql", stdout => \$out, stderr => \$err,
+		extra_params => [ '-U', $role ]);
+	return $err =~ /ERROR:\s+([0-9A-Z]{5}): ([^\n]*)/ ? "$1: $2" : 'no error';
+}
+like(error_as(payment_app => "SELECT pay_reset('R-FAILED', 'not mine')"),
+	qr/^42501: permission denied for function pay_reset$/,
+	'the application role may not pay_reset through the proxy (1.3: an operator\'s call)');
+like(error_as(payment_ops => "SELECT pay_claim('TAP-OPS', 1, 'EUR')"),
+	qr/^42501: permission denied for function pay_claim$/, 'nor the operator pay_claim');
+is( $proxy->safe_psql(
+		'proxy', "SELECT pay_reset('R-FAILED', 'the operator retries it')",
+		extra_params => [ '-U', 'payment_ops' ]),
+	'INIT',
+	'the operator resets a failed payment through the proxy');
+is( $proxy->safe_psql(
+		'proxy', "SELECT count(*) FROM pay_find('SHOP', 'TAP-1')",
+		extra_params => [ '-U', 'payment_app' ]),
+	1,
+	'the application finds a payment through the proxy');
 is( $proxy->safe_psql(
 		'proxy', "SELECT action FROM pay_open_claim('SHOP', 'TAP-APP', 10, 'EUR')",
 		extra_params => [ '-U', 'payment_app' ]),
@@ -325,6 +427,24 @@ $duplicates += partition_sql($_, "SELECT duplicate_answers FROM pay_stats WHERE 
 ok($duplicates > 0, "the partitions gave $duplicates ALREADY_SUCCEEDED answers");
 is(proxy_sql("SELECT duplicate_answers FROM pay_stats WHERE status = 'SUCCESS'"), $duplicates,
 	'pay_stats through the proxy adds them up');
+
+# A second charge reported through the proxy is counted and listed until
+# it is confirmed (here by an operator's call through the proxy).
+is(proxy_sql("SELECT pay_succeed('$bizno', 'BANK-1-AGAIN', 1)"), 'SECOND_CHARGE',
+	'pay_succeed through the proxy answers SECOND_CHARGE for another charge of a success');
+my $unconfirmed = 0;
+$unconfirmed += partition_sql($_, "SELECT unconfirmed_second_charges FROM pay_stats WHERE status = 'SUCCESS'")
+  for 0 .. $partition_count - 1;
+is($unconfirmed, 1, 'the partitions count one unconfirmed second charge');
+is(proxy_sql("SELECT unconfirmed_second_charges FROM pay_stats WHERE status = 'SUCCESS'"), $unconfirmed,
+	'pay_stats through the proxy counts it');
+like(proxy_sql('SELECT * FROM pay_verify()'), qr/^\Q$bizno\E\|a second charge under BANK-1-AGAIN/,
+	'pay_verify through the proxy lists it');
+$proxy->safe_psql('proxy', "SELECT pay_confirm_second_charge('$bizno', 'BANK-1-AGAIN')",
+	extra_params => [ '-U', 'payment_ops' ]);
+is(proxy_sql("SELECT unconfirmed_second_charges FROM pay_stats WHERE status = 'SUCCESS'"), 0,
+	'confirmed through the proxy (pay_confirm_second_charge), it is counted no more');
+is(proxy_sql("SELECT captured FROM pay_refund_balance('$bizno')"), 20, 'and counts as captured');
 is(proxy_sql('SELECT count(*) FROM pay_verify()'), 0, 'pay_verify through the proxy: nothing wrong');
 
 # A journal row that contradicts the ledger, on one partition: pay_verify
@@ -487,6 +607,111 @@ is($wrong, 0, 'and none on a partition its route does not name');
 is(proxy_sql('SELECT count(*) FROM pay_verify()'), 0, 'pay_verify() through the proxy is empty');
 my $problems = join '', map { partition_sql($_, 'SELECT count(*) FROM pay_verify()') } 0 .. $partition_count - 1;
 is($problems, '0' x $partition_count, 'pay_verify() on every partition is empty');
+
+############################################################################
+# The scripts: written by test/proxy_sql.pl from one definition per call,
+# and the upgrade from 1.2 gives what a 1.3 install gives.
+
+my $extension_dir = $proxy->config_data('--sharedir') . '/extension';
+my ($generator_out, $generator_err) = ('', '');
+IPC::Run::run([ $^X, dirname(__FILE__) . '/../proxy_sql.pl', '--check', $extension_dir ],
+	'<', '/dev/null', '>', \$generator_out, '2>', \$generator_err);
+is($generator_out . $generator_err, '', 'the installed scripts are what test/proxy_sql.pl writes');
+
+# Every object of the extension: its definition, its comment and its
+# grants (sorted, with a role granted by each of pay_grant and
+# pay_grant_operator).
+my $catalog = q{
+SELECT pg_describe_object(d.classid, d.objid, 0),
+       CASE d.classid
+           WHEN 'pg_proc'::regclass THEN
+               (SELECT concat_ws(' | ', pg_get_function_arguments(p.oid), pg_get_function_result(p.oid), l.lanname,
+                                 p.prosrc, p.probin, p.provolatile, p.proisstrict, p.proparallel, p.prosecdef,
+                                 p.proconfig::text, p.prorows, p.procost,
+                                 (SELECT string_agg(a::text, ',' ORDER BY a::text) FROM unnest(p.proacl) AS a))
+                FROM pg_proc AS p JOIN pg_language AS l ON l.oid = p.prolang WHERE p.oid = d.objid)
+           WHEN 'pg_class'::regclass THEN
+               (SELECT concat_ws(' | ', c.relkind, pg_get_viewdef(c.oid),
+                                 (SELECT string_agg(a::text, ',' ORDER BY a::text) FROM unnest(c.relacl) AS a))
+                FROM pg_class AS c WHERE c.oid = d.objid)
+           WHEN 'pg_type'::regclass THEN
+               (SELECT concat_ws(' | ', t.typtype, format_type(t.typbasetype, t.typtypmod),
+                                 (SELECT string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder)
+                                  FROM pg_enum AS e WHERE e.enumtypid = t.oid),
+                                 (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', '
+                                                    ORDER BY a.attnum)
+                                  FROM pg_attribute AS a
+                                  WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped),
+                                 (SELECT string_agg(pg_get_constraintdef(c.oid), ', ')
+                                  FROM pg_constraint AS c WHERE c.contypid = t.oid))
+                FROM pg_type AS t WHERE t.oid = d.objid)
+       END,
+       obj_description(d.objid, d.classid::regclass::text)
+FROM pg_depend AS d
+WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+  AND d.refobjid = (SELECT e.oid FROM pg_extension AS e WHERE e.extname = 'idempotent_pay_proxy')
+ORDER BY 1;
+};
+$proxy->safe_psql('postgres', 'CREATE ROLE upgrade_app; CREATE ROLE upgrade_ops');
+for my $case ([ proxy_updated => "VERSION '1.2'" ], [ proxy_created => '' ])
+{
+	my ($db, $version) = @$case;
+	$proxy->safe_psql('postgres', "CREATE DATABASE $db");
+	$proxy->safe_psql(
+		$db, qq{
+CREATE EXTENSION plproxy;
+CREATE EXTENSION idempotent_pay_proxy $version;
+CREATE SERVER idempotent_pay FOREIGN DATA WRAPPER plproxy OPTIONS ($partitions);
+CREATE USER MAPPING FOR PUBLIC SERVER idempotent_pay;
+SELECT pay_grant('upgrade_app'), pay_grant_operator('upgrade_ops');
+});
+}
+my $version_of = "SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay_proxy'";
+is($proxy->safe_psql('proxy_created', $version_of), '1.3', 'CREATE EXTENSION idempotent_pay_proxy installs 1.3');
+is($proxy->safe_psql('proxy_updated', "SELECT ($version_of), pay_begin('$named')"), '1.2|ALREADY_SUCCEEDED',
+	'a proxy at 1.2 in front of 1.3 shards answers pay_begin');
+like(error_report_of($proxy, 'proxy_updated', "SELECT pay_begin('$named', 11, 'EUR')"),
+	qr/^ERROR:  55000: payment \S+ is SUCCESS: its amount cannot change$/m, 'and refuses as the shard does');
+like(error_report_of($proxy, 'proxy_updated', "SELECT pay_succeed('$named', 'BANK-NAMED', 2)"),
+	qr/^ERROR:  42846: cannot cast type pay_settlement to pay_status$/m,
+	'but cannot read the result of a 1.3 shard\'s pay_succeed (the proxy is updated before the shards)');
+$proxy->safe_psql('proxy_updated', 'ALTER EXTENSION idempotent_pay_proxy UPDATE');
+is($proxy->safe_psql('proxy_updated', $version_of), '1.3', 'ALTER EXTENSION idempotent_pay_proxy UPDATE reaches 1.3');
+my $updated = $proxy->safe_psql('proxy_updated', $catalog);
+is($updated, $proxy->safe_psql('proxy_created', $catalog),
+	'the proxy updated from 1.2 is the one created at 1.3: every object, comment and grant');
+like($updated, qr/^function pay_find\(text,text\)\|/m, 'pay_find among them');
+is( error_report_of($proxy, 'proxy_updated', "SELECT pay_begin('$named', 11, 'EUR')"),
+	partition_report($named_home, "SELECT pay_begin('$named', 11, 'EUR')"),
+	'the updated proxy passes the constraint name on');
+
+# The order README.md gives for the update: the library everywhere, then
+# the proxy, then the partitions.  A 1.3 proxy in front of a partition
+# still at 1.2 pays, and passes its refusals on with their constraint
+# names; pay_stats, which counts a column 1.2 lacks, answers once the
+# partition is updated.
+$shards[0]->safe_psql('postgres', 'CREATE DATABASE pay_old');
+$shards[0]->safe_psql('pay_old', "SET client_min_messages = warning; CREATE EXTENSION idempotent_pay VERSION '1.2'");
+$proxy->safe_psql('postgres', 'CREATE DATABASE proxy_over_old');
+$proxy->safe_psql(
+	'proxy_over_old', sprintf(q{
+CREATE EXTENSION plproxy;
+CREATE EXTENSION idempotent_pay_proxy;
+CREATE SERVER idempotent_pay FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'host=%s port=%d dbname=pay_old');
+CREATE USER MAPPING FOR PUBLIC SERVER idempotent_pay;
+}, $shards[0]->host, $shards[0]->port));
+is( $proxy->safe_psql(
+		'proxy_over_old', "SELECT pay_begin('old-1', 10, 'EUR'), pay_succeed('old-1', 'BANK-OLD', 1)"),
+	'PROCEED|SUCCESS',
+	'a 1.3 proxy in front of a partition at 1.2 pays');
+like(error_report_of($proxy, 'proxy_over_old', "SELECT pay_begin('old-1', 11, 'EUR')"),
+	qr/^CONSTRAINT NAME:  pay_amount_frozen$/m, 'and passes its refusals on with their constraint names');
+like(error_report_of($proxy, 'proxy_over_old', 'SELECT count(*) FROM pay_stats'),
+	qr/^ERROR:  42703: column s.unconfirmed_second_charges does not exist$/m,
+	'its pay_stats waits for the partition\'s update');
+$shards[0]->safe_psql('pay_old', 'ALTER EXTENSION idempotent_pay UPDATE');
+is($proxy->safe_psql('proxy_over_old', "SELECT payments FROM pay_stats WHERE status = 'SUCCESS'"), 1,
+	'and answers once the partition is at 1.3');
 
 note sprintf 'wall time %.1f s', time - $started;
 $proxy->stop;

@@ -1,0 +1,1206 @@
+#!/usr/bin/perl
+# proxy_sql.pl -- writes idempotent_pay_proxy's scripts from one definition
+# per routed call.
+#
+#   perl test/proxy_sql.pl sql            write sql/idempotent_pay_proxy--1.3.sql
+#                                         and sql/idempotent_pay_proxy--1.2--1.3.sql
+#   perl test/proxy_sql.pl --check DIR    exit 1 unless both files in DIR are
+#                                         what this script writes
+#
+# Every call the proxy routes to one partition is two functions of one
+# shape: <name>_on_partition, the PL/Proxy function that sends it, and
+# <name>, the API, which calls it and hands an error to pay_proxy_raise.
+# @routed below defines each call once (its arguments, result, route,
+# grants); the install script and the upgrade script are both written from
+# it, so the two cannot drift apart.  test/tap/007_proxy.pl runs --check
+# against the installed scripts and compares a proxy updated from 1.2 with
+# one created at 1.3.
+use strict;
+use warnings;
+
+my $S = '@extschema@';
+
+# The proxy's composite types: the shards' types of the same names, their
+# columns in order.  PL/Proxy maps a partition's result columns by name.
+my %columns = (
+	pay_ledger => [
+		[ bizno => 'text' ],
+		[ prefix => 'text' ],
+		[ biz_id => 'text' ],
+		[ status => "$S.pay_status" ],
+		[ amount => "$S.pay_amount" ],
+		[ currency => "$S.pay_currency" ],
+		[ attempt => 'integer' ],
+		[ channel_ref => 'text' ],
+		[ last_error => 'text' ],
+		[ created_at => 'timestamptz' ],
+		[ updated_at => 'timestamptz' ],
+		[ processing_since => 'timestamptz' ],
+		[ note => 'text' ],
+		[ parent => 'text' ],
+		[ refund_key => 'text' ],
+		[ response => 'jsonb' ],
+	],
+	pay_claim => [
+		[ action => "$S.pay_action" ],
+		[ attempt => 'integer' ],
+		[ status => "$S.pay_status" ],
+		[ channel_ref => 'text' ],
+		[ response => 'jsonb' ],
+	],
+);
+
+# pay_stats per partition, as the shards' view has it since 1.3.
+my $stats_columns = 'OUT status @extschema@.pay_status, OUT payments bigint,
+    OUT oldest_updated_at timestamptz, OUT stuck bigint, OUT resets bigint, OUT duplicate_answers bigint,
+    OUT stats_reset timestamptz, OUT refunds bigint, OUT unconfirmed_second_charges bigint';
+
+# The routed calls.  route: 'parts' (prefix, biz_id, the first two
+# arguments) or 'key' (the first argument, a payment key).  args: [name,
+# type, default of the API function].  result: a scalar type, 'void',
+# [composite => type], [setof => type] or [out => [name, type], ...].
+# grant: app (pay_grant) and/or operator (pay_grant_operator), as a 1.3
+# shard grants the shard's function.  since: the version that added it;
+# changed: the version whose result differs from the one before (the
+# upgrade drops and creates it, and grants it again).
+my @routed = (
+	{
+		name => 'pay_bizno',
+		route => 'parts',
+		args => [ [ prefix => 'text' ], [ biz_id => 'text' ] ],
+		result => 'text',
+		grant => [qw(app)],
+		comment => 'A new bizNo, issued by the partition of (prefix, biz_id) with its shard\'\'s node id',
+	},
+	{
+		name => 'pay_open',
+		route => 'parts',
+		args => [ [ prefix => 'text' ], [ biz_id => 'text' ], [ amount => 'numeric' ], [ currency => 'text', 'NULL' ] ],
+		result => 'text',
+		grant => [qw(app)],
+		comment => 'The bizNo of business action (prefix, biz_id): the recorded one, or a new one recorded as INIT '
+		  . '(amount and currency required), on its partition',
+	},
+	{
+		name => 'pay_open_claim',
+		route => 'parts',
+		args => [ [ prefix => 'text' ], [ biz_id => 'text' ], [ amount => 'numeric' ], [ currency => 'text', 'NULL' ] ],
+		result => [
+			out => [ bizno => 'text' ],
+			[ action => "$S.pay_action" ],
+			[ attempt => 'integer' ],
+			[ status => "$S.pay_status" ],
+			[ channel_ref => 'text' ],
+			[ response => 'jsonb' ]
+		],
+		grant => [qw(app)],
+		comment => 'pay_open and pay_claim in one call, on the partition of (prefix, biz_id)',
+	},
+	{
+		name => 'pay_begin',
+		route => 'key',
+		args => [ [ bizno => 'text' ], [ amount => 'numeric', 'NULL' ], [ currency => 'text', 'NULL' ] ],
+		result => "$S.pay_action",
+		grant => [qw(app)],
+		comment => 'Decide a charge, on the payment\'\'s partition: PROCEED (now PROCESSING), ALREADY_SUCCEEDED, '
+		  . 'IN_PROGRESS (never charge again) or NEEDS_RESET',
+	},
+	{
+		name => 'pay_claim',
+		route => 'key',
+		args => [ [ bizno => 'text' ], [ amount => 'numeric', 'NULL' ], [ currency => 'text', 'NULL' ] ],
+		result => [ composite => 'pay_claim' ],
+		grant => [qw(app)],
+		comment => 'pay_begin\'\'s decision and, in the same round trip, the attempt (the fencing token), status, '
+		  . 'channel_ref and stored response, on the payment\'\'s partition',
+	},
+	{
+		name => 'pay_succeed',
+		route => 'key',
+		args => [
+			[ bizno => 'text' ],
+			[ channel_ref => 'text', 'NULL' ],
+			[ attempt => 'integer', 'NULL' ],
+			[ response => 'jsonb', 'NULL' ]
+		],
+		result => "$S.pay_settlement",
+		changed => '1.3',
+		grant => [qw(app operator)],
+		comment => 'PROCESSING -> SUCCESS under the attempt pay_claim returned, with the bank\'\'s reference (both '
+		  . 'required), on the payment\'\'s partition; on SUCCESS a no-op, or SECOND_CHARGE when it brings another reference',
+	},
+	{
+		name => 'pay_fail',
+		route => 'key',
+		args => [ [ bizno => 'text' ], [ reason => 'text', 'NULL' ], [ attempt => 'integer', 'NULL' ] ],
+		result => "$S.pay_status",
+		grant => [qw(app operator)],
+		comment => 'PROCESSING -> FAILED under the attempt pay_claim returned (required), on the payment\'\'s '
+		  . 'partition; a no-op on FAILED',
+	},
+	{
+		name => 'pay_reset',
+		route => 'key',
+		args => [ [ bizno => 'text' ], [ note => 'text' ] ],
+		result => "$S.pay_status",
+		grant => [qw(operator)],
+		comment => 'FAILED -> INIT on the payment\'\'s partition, with a note saying why; a no-op on INIT',
+	},
+	{
+		name => 'pay_transition',
+		route => 'key',
+		args => [ [ bizno => 'text' ], [ target => "$S.pay_status" ], [ note => 'text', 'NULL' ] ],
+		result => "$S.pay_status",
+		grant => [qw(operator)],
+		comment => 'The generic guarded transition of a payment to target, on its partition',
+	},
+	{
+		name => 'pay_get',
+		route => 'key',
+		args => [ [ bizno => 'text' ] ],
+		result => [ setof => 'pay_ledger' ],
+		label => 'STABLE ROWS 1',
+		grant => [qw(app operator)],
+		comment => 'The ledger row of a bizNo, from its partition; no row when unknown',
+	},
+	{
+		name => 'pay_find',
+		route => 'parts',
+		args => [ [ prefix => 'text' ], [ biz_id => 'text' ] ],
+		result => [ setof => 'pay_ledger' ],
+		label => 'STABLE ROWS 1',
+		since => '1.3',
+		grant => [qw(app operator)],
+		comment => 'The ledger row of business action (prefix, biz_id), from its partition; no row when it has '
+		  . 'none. Creates nothing',
+	},
+	{
+		name => 'pay_refund_open',
+		route => 'key',
+		args => [ [ bizno => 'text' ], [ refund_key => 'text' ], [ amount => 'numeric' ], [ reason => 'text', 'NULL' ] ],
+		result => 'text',
+		grant => [qw(app operator)],
+		comment => 'The bizNo of refund refund_key of SUCCESS payment bizno, opened on the payment\'\'s partition; '
+		  . 'the refund\'\'s bizNo routes there too',
+	},
+	{
+		name => 'pay_refund_balance',
+		route => 'key',
+		args => [ [ bizno => 'text' ] ],
+		result => [
+			out => [ captured => 'numeric' ],
+			[ refunded => 'numeric' ],
+			[ in_flight => 'numeric' ],
+			[ refundable => 'numeric' ]
+		],
+		label => 'STABLE',
+		grant => [qw(app operator)],
+		comment => 'What the bank captured for a payment (its success and every second charge a statement '
+		  . 'confirmed) and what its refunds took of it, from its partition',
+	},
+	{
+		name => 'pay_confirm_second_charge',
+		route => 'key',
+		args => [ [ bizno => 'text' ], [ channel_ref => 'text' ] ],
+		result => 'void',
+		since => '1.3',
+		grant => [qw(operator)],
+		comment => 'A bank statement shows another charge of SUCCESS payment bizno under channel_ref: journaled '
+		  . 'once as confirmed on its partition, from then on counted as captured and refundable',
+	},
+);
+
+# The calls on every partition, and pay_stuck: their functions, as
+# pay_grant and pay_grant_operator grant them.
+my %fan_out_grants = (
+	operator => [
+		'pay_reconcile_on_partitions(integer[], jsonb[], boolean, timestamptz)',
+		'pay_reconcile(regclass, boolean, timestamptz)',
+		'pay_stats_on_all_partitions()',
+		'pay_stats_of_partitions()',
+		'pay_stats_reset_on_all_partitions()',
+		'pay_stats_reset()',
+		'pay_verify_on_all_partitions()',
+		'pay_verify()',
+		'pay_stuck(interval, integer)',
+	],
+	app => [ 'pay_stuck(interval, integer)', 'pay_bizno_valid(text)', 'pay_bizno_parse(text)' ],
+);
+
+############################################################################
+# The pieces of a routed call.
+
+sub arg_types { return join ', ', map { $_->[1] } @{ $_[0]{args} }; }
+
+sub out_params
+{
+	my ($call) = @_;
+	my $result = $call->{result};
+	return () unless ref $result && $result->[0] eq 'out';
+	my (undef, @params) = @$result;
+	return @params;
+}
+
+# The parameter list: IN arguments (with their defaults for the API), then
+# OUT parameters.
+sub params
+{
+	my ($call, $with_defaults) = @_;
+	my @in = map {
+		"$_->[0] $_->[1]" . ($with_defaults && defined $_->[2] ? " DEFAULT $_->[2]" : '')
+	} @{ $call->{args} };
+	my @out = map { "OUT $_->[0] $_->[1]" } out_params($call);
+	return (@in, @out);
+}
+
+# "CREATE FUNCTION name(params)", wrapped as the scripts wrap long lines.
+sub head
+{
+	my ($create, $name, @params) = @_;
+	my $line = "$create FUNCTION $S.$name(" . join(', ', @params) . ')';
+	return $line if length($line) <= 110;
+	my $open = "$create FUNCTION $S.$name(";
+	my @in = grep { !/^OUT / } @params;
+	my @out = grep { /^OUT / } @params;
+	if (@out)
+	{
+		my $text = $open . join(', ', @in) . ",\n";
+		return $text . '    ' . join(', ', @out) . ')' if length('    ' . join(', ', @out)) <= 110;
+		my ($line, @lines) = ('    ');
+		for my $param (@out)
+		{
+			if (length("$line$param, ") > 110)
+			{
+				push @lines, $line;
+				$line = '    ';
+			}
+			$line .= "$param, ";
+		}
+		push @lines, $line;
+		s/ $// for @lines;
+		$lines[-1] =~ s/,$/)/;
+		return $text . join("\n", @lines);
+	}
+	my $indent = ' ' x length($open);
+	my ($first, @rest) = @in;
+	my $text = $open . $first;
+	my $current = $text;
+	for my $param (@rest)
+	{
+		if (length("$current, $param") > 110)
+		{
+			$text .= ",\n$indent$param";
+			$current = "$indent$param";
+		}
+		else
+		{
+			$text .= ", $param";
+			$current .= ", $param";
+		}
+	}
+	return "$text)";
+}
+
+sub returns
+{
+	my ($call) = @_;
+	my $result = $call->{result};
+	return $result unless ref $result;
+	return 'record' if $result->[0] eq 'out';
+	return "$S.$result->[1]" if $result->[0] eq 'composite';
+	return "SETOF $S.$result->[1]";
+}
+
+# The columns a partition answers with, by name.
+sub result_columns
+{
+	my ($call) = @_;
+	my $result = $call->{result};
+	return () unless ref $result;
+	return map { $_->[0] } out_params($call) if $result->[0] eq 'out';
+	return map { $_->[0] } @{ $columns{ $result->[1] } };
+}
+
+sub route_of
+{
+	my ($call) = @_;
+	return $call->{route} eq 'parts' ? "$S.pay_route(prefix, biz_id)" : "$S.pay_route(bizno)";
+}
+
+sub route_keys { return $_[0]{route} eq 'parts' ? 'prefix, biz_id' : 'bizno'; }
+
+sub where_it_runs
+{
+	return $_[0]{route} eq 'parts' ? 'on the partition of (prefix, biz_id)' : 'on the partition of its key';
+}
+
+# The PL/Proxy function.  It turns idempotent_pay.report_constraint on in
+# the partition's session, then calls the API there; the call's first
+# argument depends on set_config's result, so the setting always comes
+# first.
+sub on_partition
+{
+	my ($call, $create) = @_;
+	my $name = $call->{name};
+	my @args = map { $_->[0] } @{ $call->{args} };
+	$args[0] = "CASE WHEN s.v IS NOT NULL THEN $args[0] END";
+	my @columns = result_columns($call);
+	my $select = @columns ? join(', ', map { "r.$_" } @columns) : 'r.result';
+	my $alias = @columns ? 'r' : 'r(result)';
+	my $from = "LATERAL $S.$name(" . join(', ', @args) . ") AS $alias";
+	if (length("         $from;") > 110)
+	{
+		my $first = shift @args;
+		$from = "LATERAL $S.$name($first,\n" . (' ' x length("         LATERAL $S.$name("))
+		  . join(', ', @args) . ") AS $alias";
+	}
+	my $select_line = "    SELECT $select";
+	if (length($select_line) > 110)
+	{
+		my ($line, @lines) = ('    SELECT ');
+		for my $column (map { "r.$_" } @columns)
+		{
+			if (length("$line$column, ") > 110)
+			{
+				push @lines, $line;
+				$line = '           ';
+			}
+			$line .= "$column, ";
+		}
+		push @lines, $line;
+		s/ $// for @lines;
+		$lines[-1] =~ s/,$//;
+		$select_line = join "\n", @lines;
+	}
+	return head($create, "${name}_on_partition", params($call, 0)) . "\n"
+	  . 'RETURNS ' . returns($call) . "\n"
+	  . "AS \$\$\n"
+	  . "    CLUSTER 'idempotent_pay';\n"
+	  . '    RUN ON ' . route_of($call) . ";\n"
+	  . "$select_line\n"
+	  . "    FROM pg_catalog.set_config('idempotent_pay.report_constraint', 'on', false) AS s(v),\n"
+	  . "         $from;\n"
+	  . "\$\$\n"
+	  . "LANGUAGE plproxy;\n\n"
+	  . "COMMENT ON FUNCTION $S.${name}_on_partition(" . arg_types($call) . ") IS\n"
+	  . "'PL/Proxy: runs $name " . where_it_runs($call) . ", its constraint names reported; called by $name';\n";
+}
+
+# The EXCEPTION block of an API function: the error, its context and the
+# keys the call was routed by, to pay_proxy_raise.
+sub handler
+{
+	my ($keys, $indent) = @_;
+	$indent //= '';
+	my $raise = "PERFORM $S.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context"
+	  . ($keys ? ",\n$indent" . (' ' x length("    PERFORM $S.pay_proxy_raise(")) . $keys : '') . ');';
+	return join '', map { "$indent$_\n" } (
+		'EXCEPTION WHEN OTHERS THEN',
+		'    GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,',
+		'                            error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,',
+		'                            error_context = PG_EXCEPTION_CONTEXT;',
+		"    $raise");
+}
+
+my $error_variables = join '', map { "    error_$_ text;\n" } qw(state message detail hint context);
+
+# The API function.
+sub api
+{
+	my ($call, $create) = @_;
+	my $name = $call->{name};
+	my $args = join ', ', map { $_->[0] } @{ $call->{args} };
+	my $target = "$S.${name}_on_partition($args)";
+	my $result = $call->{result};
+	my $body;
+	if (!ref $result)
+	{
+		$body = $result eq 'void' ? "PERFORM $target;" : "RETURN $target;";
+	}
+	elsif ($result->[0] eq 'composite')
+	{
+		$body = "RETURN $target;";
+	}
+	elsif ($result->[0] eq 'setof')
+	{
+		$body = "RETURN QUERY SELECT * FROM $target;";
+	}
+	else
+	{
+		$body = 'SELECT * INTO ' . join(', ', result_columns($call)) . "\n    FROM $target;";
+	}
+	my $label = $call->{label} // 'VOLATILE';
+	return head($create, $name, params($call, 1)) . "\n"
+	  . 'RETURNS ' . returns($call) . "\n"
+	  . "AS \$\$\n"
+	  . "DECLARE\n"
+	  . $error_variables
+	  . "BEGIN\n"
+	  . "    $body\n"
+	  . handler(route_keys($call))
+	  . "END\n"
+	  . "\$\$\n"
+	  . "LANGUAGE plpgsql $label SET search_path = $S, pg_temp\n"
+	  . "    SET client_min_messages = warning;\n\n"
+	  . "COMMENT ON FUNCTION $S.$name(" . arg_types($call) . ") IS\n"
+	  . "'$call->{comment}';\n";
+}
+
+sub routed_call
+{
+	my ($call, $create) = @_;
+	return on_partition($call, $create) . "\n" . api($call, $create);
+}
+
+sub signatures
+{
+	my ($call) = @_;
+	my $types = arg_types($call);
+	return ("$call->{name}_on_partition($types)", "$call->{name}($types)");
+}
+
+# The functions a role is granted (app, operator), in the order of @routed.
+sub granted
+{
+	my ($role) = @_;
+	my @functions;
+	for my $call (@routed)
+	{
+		push @functions, signatures($call) if grep { $_ eq $role } @{ $call->{grant} };
+	}
+	return (@functions, @{ $fan_out_grants{$role} });
+}
+
+sub quoted_list
+{
+	my ($indent, @items) = @_;
+	return join ",\n", map { "$indent'$S.$_'" } @items;
+}
+
+############################################################################
+# Pieces written once.
+
+my $types_and_domains = <<'SQL';
+-- Types, identical to the shards': PL/Proxy asks a partition for each
+-- result column by name, read as the proxy's type of that name.
+
+CREATE TYPE @extschema@.pay_status AS ENUM ('INIT', 'PROCESSING', 'SUCCESS', 'FAILED');
+
+COMMENT ON TYPE @extschema@.pay_status IS
+'The state of a payment: INIT -> PROCESSING -> SUCCESS | FAILED, FAILED -> INIT by reset';
+
+CREATE TYPE @extschema@.pay_action AS ENUM ('PROCEED', 'ALREADY_SUCCEEDED', 'IN_PROGRESS', 'NEEDS_RESET');
+
+COMMENT ON TYPE @extschema@.pay_action IS
+'What pay_begin tells the caller: charge now, answer the earlier success, wait or ask the bank, or reset first';
+
+SQL
+
+my $settlement = <<'SQL';
+CREATE TYPE @extschema@.pay_settlement AS ENUM ('SUCCESS', 'SECOND_CHARGE');
+
+COMMENT ON TYPE @extschema@.pay_settlement IS
+'What pay_succeed answers: SUCCESS, or SECOND_CHARGE when the bank reported another charge of a payment that had succeeded (refund it)';
+SQL
+
+my $domains = <<'SQL';
+CREATE FUNCTION @extschema@.pay_amount_valid(amount numeric)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pay_amount_valid'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_amount_valid(numeric) IS
+'Whether a number is a payment amount: finite and greater than 0 (not NaN, not Infinity)';
+
+CREATE FUNCTION @extschema@.pay_currency_valid(currency text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pay_currency_valid'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_currency_valid(text) IS
+'Whether a text is an ISO 4217 currency code: three upper-case letters';
+
+CREATE DOMAIN @extschema@.pay_amount AS numeric
+    CONSTRAINT pay_amount_check CHECK (@extschema@.pay_amount_valid(VALUE));
+
+COMMENT ON DOMAIN @extschema@.pay_amount IS
+'A payment amount: finite and greater than 0';
+
+CREATE DOMAIN @extschema@.pay_currency AS text
+    CONSTRAINT pay_currency_check CHECK (@extschema@.pay_currency_valid(VALUE));
+
+COMMENT ON DOMAIN @extschema@.pay_currency IS
+'An ISO 4217 currency code: three upper-case letters';
+SQL
+
+sub composite_type
+{
+	my ($type, $comment) = @_;
+	my @columns = @{ $columns{$type} };
+	my $width = 0;
+	for (@columns) { $width = length $_->[0] if length $_->[0] > $width; }
+	$width += 4;
+	return "CREATE TYPE $S.$type AS (\n"
+	  . join(",\n", map { sprintf "    %-*s%s", $width, $_->[0], $_->[1] } @columns)
+	  . "\n);\n\n"
+	  . "COMMENT ON TYPE $S.$type IS\n'$comment';\n";
+}
+
+my $ledger_comment = 'A payment\'\'s ledger row on its partition, as pay_get and pay_find return it';
+my $composites =
+	"-- A shard's pay_ledger row, as pay_get and pay_find return it.\n"
+  . composite_type('pay_ledger', $ledger_comment)
+  . "\n"
+  . composite_type('pay_claim',
+	'What pay_claim answers: the decision, the attempt to charge under or in flight, the status, and a success\'\'s reference and response'
+  );
+
+my $routing = <<'SQL';
+-- Routing (src/route.c): the route is a fixed hash, README.md writes it
+-- down; PL/Proxy runs a call on partition route & (partitions - 1).
+
+CREATE FUNCTION @extschema@.pay_route(bizno text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'pay_route_key'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_route(text) IS
+'The route of a payment key: FNV-1a + fmix32 of a generated bizNo''s PREFIX-BIZID (of BIZID for prefix REFUND), or of another key''s first 64 characters; a key the shards would refuse is refused (22P02)';
+
+CREATE FUNCTION @extschema@.pay_route(prefix text, biz_id text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'pay_route_parts'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_route(text, text) IS
+'The route of business action (prefix, biz_id), that of every bizNo issued for it: FNV-1a + fmix32 of PREFIX-BIZID (of BIZID for prefix REFUND); bad prefix or biz_id 22023';
+
+CREATE FUNCTION @extschema@.pay_partition_count()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'pay_partition_count'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_partition_count() IS
+'How many partitions the PL/Proxy cluster idempotent_pay has (its server''s options p0 ... p<N-1>)';
+
+CREATE FUNCTION @extschema@.pay_partition(bizno text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'pay_partition_key'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_partition(text) IS
+'The partition that holds the payment of a key: pay_route(bizno) mapped as PL/Proxy maps it';
+
+CREATE FUNCTION @extschema@.pay_partition(prefix text, biz_id text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'pay_partition_parts'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_partition(text, text) IS
+'The partition that holds the payments of business action (prefix, biz_id)';
+
+SQL
+
+# Changed in 1.3: written by both scripts.
+sub statement_partition
+{
+	my ($create) = @_;
+	return <<"SQL";
+$create FUNCTION $S.pay_statement_partition(bizno text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'pay_statement_partition_1_3'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION $S.pay_statement_partition(text) IS
+'The partition a bank statement row is reconciled on: that of its bizNo, or of the bizNo of its reference bizNo/attempt; 0 for one no payment can have';
+SQL
+}
+
+my $proxy_raise = <<'SQL';
+CREATE FUNCTION @extschema@.pay_proxy_raise(sqlstate text, message text, detail text, hint text,
+                                            context text DEFAULT NULL, key text DEFAULT NULL,
+                                            biz_id text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pay_proxy_raise_1_3'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.pay_proxy_raise(text, text, text, text, text, text, text) IS
+'Raise an error of a routed call as its caller should see it: the shard''s own, with the constraint name its context carries, or 08001/08006 naming the partition that could not be reached';
+SQL
+
+my $pure = <<'SQL';
+-- Pure functions of their arguments: answered here, by the shards' own C.
+
+CREATE FUNCTION @extschema@.pay_bizno_valid(bizno text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pay_bizno_valid'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_bizno_valid(text) IS
+'Whether a text is a well-formed bizNo whose check character is right; never raises';
+
+CREATE FUNCTION @extschema@.pay_bizno_parse(bizno text,
+    OUT prefix text, OUT biz_id text, OUT issued_at timestamptz, OUT node_id integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'pay_bizno_parse'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_bizno_parse(text) IS
+'Splits a bizNo into prefix, biz_id, issue time and node id; 22P02 when malformed';
+
+CREATE FUNCTION @extschema@.pay_allowed(from_status @extschema@.pay_status, to_status @extschema@.pay_status)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pay_allowed'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_allowed(@extschema@.pay_status, @extschema@.pay_status) IS
+'Whether from -> to is a legal transition (a NULL from is a new row); the same state again is a no-op, not a transition';
+
+CREATE VIEW @extschema@.pay_transitions AS
+    SELECT f.from_status, t.to_status
+    FROM (SELECT NULL::@extschema@.pay_status AS from_status
+          UNION ALL
+          SELECT s FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s) AS f
+    CROSS JOIN pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS t(to_status)
+    WHERE @extschema@.pay_allowed(f.from_status, t.to_status)
+    ORDER BY f.from_status NULLS FIRST, t.to_status;
+
+COMMENT ON VIEW @extschema@.pay_transitions IS
+'The legal edges of the payment state machine; from_status NULL is a new row';
+
+SQL
+
+my $currencies = <<'SQL';
+CREATE FUNCTION @extschema@.pay_currency_list(OUT code text, OUT minor_units integer, OUT name text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pay_currency_list'
+LANGUAGE C STABLE STRICT PARALLEL SAFE ROWS 170;
+
+COMMENT ON FUNCTION @extschema@.pay_currency_list() IS
+'ISO 4217''s active currency codes with their minor units and names, as the shards'' library knows them; read through pay_currencies';
+
+CREATE VIEW @extschema@.pay_currencies AS
+    SELECT c.code, c.minor_units, c.name FROM @extschema@.pay_currency_list() AS c;
+
+COMMENT ON VIEW @extschema@.pay_currencies IS
+'The currencies a payment may be in: ISO 4217''s active codes, with the decimals an amount in each may have';
+
+GRANT SELECT ON @extschema@.pay_currencies TO PUBLIC;
+SQL
+
+my $routed_intro = <<'SQL';
+-- Calls on one business action are routed by (prefix, biz_id), calls on
+-- one payment by its key.  pay_bizno goes to the partition too, so that
+-- the bizNo carries the node id of the shard that will hold the payment.
+-- Each <name>_on_partition sets idempotent_pay.report_constraint in the
+-- partition's session before it calls <name> there (set_config's result
+-- is in the first argument, so it runs first): the partition then writes
+-- an error's constraint name into its context (src/proxied.c), which
+-- PL/Proxy passes on, and pay_proxy_raise raises the error with it.
+SQL
+
+# The calls on every partition.
+sub fan_out
+{
+	my ($create) = @_;
+	my $handler = handler('');
+	my $text = <<"SQL";
+-- Calls about every payment: run on every partition at once (PL/Proxy
+-- sends them in parallel) and answered as one node would.  A partition
+-- that cannot be reached fails the whole call: a partial answer would
+-- look like a complete one.  pay_verify, pay_stats and pay_stats_reset
+-- refuse nothing a constraint names (a role without the grant gets 42501
+-- from the partition); pay_reconcile_rows, which settles, reports its
+-- constraint names as the routed calls do.
+
+$create FUNCTION $S.pay_verify_on_all_partitions()
+RETURNS TABLE (bizno text, problem text)
+AS \$\$
+    CLUSTER 'idempotent_pay';
+    RUN ON ALL;
+    TARGET $S.pay_verify;
+\$\$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION $S.pay_verify_on_all_partitions() IS
+'PL/Proxy: runs pay_verify on every partition; called by pay_verify';
+
+$create FUNCTION $S.pay_verify()
+RETURNS TABLE (bizno text, problem text)
+AS \$\$
+DECLARE
+${error_variables}BEGIN
+    RETURN QUERY SELECT * FROM $S.pay_verify_on_all_partitions();
+${handler}END
+\$\$
+LANGUAGE plpgsql STABLE SET search_path = $S, pg_temp
+    SET client_min_messages = warning;
+
+COMMENT ON FUNCTION $S.pay_verify() IS
+'Every violation of the ledger/journal invariants on every partition, second charges no statement confirmed among them; no rows when all hold';
+
+SQL
+	$text .= <<"SQL" if $create eq 'CREATE';
+${\ stats_functions($stats_columns, $handler)}
+SQL
+	$text .= <<"SQL";
+$create FUNCTION $S.pay_stats_reset_on_all_partitions()
+RETURNS SETOF boolean
+AS \$\$
+    CLUSTER 'idempotent_pay';
+    RUN ON ALL;
+    SELECT true AS reset FROM $S.pay_stats_reset();
+\$\$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION $S.pay_stats_reset_on_all_partitions() IS
+'PL/Proxy: runs pay_stats_reset on every partition; called by pay_stats_reset';
+
+$create FUNCTION $S.pay_stats_reset()
+RETURNS void
+AS \$\$
+DECLARE
+${error_variables}BEGIN
+    PERFORM $S.pay_stats_reset_on_all_partitions();
+${handler}END
+\$\$
+LANGUAGE plpgsql VOLATILE SET search_path = $S, pg_temp
+    SET client_min_messages = warning;
+
+COMMENT ON FUNCTION $S.pay_stats_reset() IS
+'Start the counters of pay_stats again from zero on every partition';
+
+-- Reconciliation: the statement is a relation of the proxy database, which
+-- no partition can read.  Its rows are sent, each to the partition of its
+-- bizNo (of the bizNo its reference bizNo/attempt names), as one JSON
+-- array per partition (an empty one where none belongs, so that every
+-- partition reports its own MISSING_IN_BANK payments), and each partition
+-- reconciles its share with pay_reconcile_rows, settling its own payments
+-- with settle => true.
+$create FUNCTION $S.pay_reconcile_on_partitions(partitions integer[], shares jsonb[], settle boolean,
+                                                        since timestamptz)
+RETURNS TABLE (kind text, bizno text, ledger_status $S.pay_status, ledger_amount numeric,
+               bank_amount numeric, bank_rows integer, detail text)
+AS \$\$
+    CLUSTER 'idempotent_pay';
+    SPLIT partitions, shares;
+    RUN ON partitions;
+    SELECT r.kind, r.bizno, r.ledger_status, r.ledger_amount, r.bank_amount, r.bank_rows, r.detail
+    FROM pg_catalog.set_config('idempotent_pay.report_constraint', 'on', false) AS s(v),
+         LATERAL $S.pay_reconcile_rows(CASE WHEN s.v IS NOT NULL THEN (shares)[1] END, settle, since) AS r;
+\$\$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION $S.pay_reconcile_on_partitions(integer[], jsonb[], boolean, timestamptz) IS
+'PL/Proxy: runs pay_reconcile_rows on every partition named in partitions, with its share of the statement, its constraint names reported; called by pay_reconcile';
+
+$create FUNCTION $S.pay_reconcile(statement regclass, settle boolean DEFAULT false,
+                                          since timestamptz DEFAULT NULL)
+RETURNS TABLE (kind text, bizno text, ledger_status $S.pay_status, ledger_amount numeric,
+               bank_amount numeric, bank_rows integer, detail text)
+AS \$\$
+DECLARE
+    partitions integer[];
+    shares jsonb[];
+${error_variables}BEGIN
+    IF statement IS NULL OR settle IS NULL THEN
+        RAISE EXCEPTION 'statement and settle must not be null' USING ERRCODE = '22004';
+    END IF;
+
+    EXECUTE pg_catalog.format(\$query\$
+        SELECT pg_catalog.array_agg(p.partition ORDER BY p.partition),
+               pg_catalog.array_agg(COALESCE(r.share, '[]') ORDER BY p.partition)
+        FROM pg_catalog.generate_series(0, $S.pay_partition_count() OPERATOR(pg_catalog.-) 1) AS p(partition)
+        LEFT JOIN (SELECT $S.pay_statement_partition(s.bizno::pg_catalog.text) AS partition,
+                          pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                              'bizno', s.bizno, 'amount', s.amount, 'currency', s.currency,
+                              'status', s.status, 'channel_ref', s.channel_ref)) AS share
+                   FROM %s AS s
+                   GROUP BY 1) AS r ON r.partition OPERATOR(pg_catalog.=) p.partition
+    \$query\$, statement) INTO partitions, shares;
+
+    BEGIN
+        RETURN QUERY
+            SELECT r.kind, r.bizno, r.ledger_status, r.ledger_amount, r.bank_amount, r.bank_rows, r.detail
+            FROM $S.pay_reconcile_on_partitions(partitions, shares, settle, since) AS r
+            ORDER BY r.kind, r.bizno;
+${\ handler('', '    ')}    END;
+END
+\$\$
+LANGUAGE plpgsql VOLATILE SET search_path = $S, pg_temp
+    SET client_min_messages = warning;
+
+COMMENT ON FUNCTION $S.pay_reconcile(regclass, boolean, timestamptz) IS
+'Compare every partition''s ledger with a bank statement of the proxy database (bizno or bizno/attempt, amount, currency, status, channel_ref), each row on its bizNo''s partition; settle => true settles there and confirms second charges';
+SQL
+	return $text;
+}
+
+# pay_stats: its functions gain a column in 1.3, which the upgrade drops
+# and creates again with the view.
+sub stats_functions
+{
+	my ($columns, $handler) = @_;
+	return <<"SQL";
+CREATE FUNCTION $S.pay_stats_on_all_partitions($columns)
+RETURNS SETOF record
+AS \$\$
+    CLUSTER 'idempotent_pay';
+    RUN ON ALL;
+    SELECT s.status, s.payments, s.oldest_updated_at, s.stuck, s.resets, s.duplicate_answers,
+           s.stats_reset, s.refunds, s.unconfirmed_second_charges
+    FROM $S.pay_stats AS s;
+\$\$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION $S.pay_stats_on_all_partitions() IS
+'PL/Proxy: runs pay_stats on every partition; called by the view pay_stats, through pay_stats_of_partitions';
+
+CREATE FUNCTION $S.pay_stats_of_partitions($columns)
+RETURNS SETOF record
+AS \$\$
+DECLARE
+${error_variables}BEGIN
+    RETURN QUERY SELECT * FROM $S.pay_stats_on_all_partitions();
+${handler}END
+\$\$
+LANGUAGE plpgsql STABLE SET search_path = $S, pg_temp
+    SET client_min_messages = warning;
+
+COMMENT ON FUNCTION $S.pay_stats_of_partitions() IS
+'Every partition''s pay_stats rows, which the view pay_stats adds up';
+
+-- Counts add up; the oldest update is the oldest of all; duplicate answers
+-- are known only when every partition counts them (each preloads the
+-- library); stats_reset is the latest reset, since which every partition
+-- has counted.
+CREATE VIEW $S.pay_stats AS
+    SELECT p.status,
+           pg_catalog.sum(p.payments)::bigint AS payments,
+           pg_catalog.min(p.oldest_updated_at) AS oldest_updated_at,
+           pg_catalog.sum(p.stuck)::bigint AS stuck,
+           pg_catalog.sum(p.resets)::bigint AS resets,
+           CASE WHEN pg_catalog.count(p.duplicate_answers) OPERATOR(pg_catalog.=) pg_catalog.count(*)
+               THEN pg_catalog.sum(p.duplicate_answers)::bigint
+           END AS duplicate_answers,
+           CASE WHEN pg_catalog.count(p.stats_reset) OPERATOR(pg_catalog.=) pg_catalog.count(*)
+               THEN pg_catalog.max(p.stats_reset)
+           END AS stats_reset,
+           pg_catalog.sum(p.refunds)::bigint AS refunds,
+           pg_catalog.sum(p.unconfirmed_second_charges)::bigint AS unconfirmed_second_charges
+    FROM $S.pay_stats_of_partitions() AS p
+    GROUP BY p.status
+    ORDER BY p.status;
+
+COMMENT ON VIEW $S.pay_stats IS
+'pay_stats of every partition added up: per status payments (refunds included), oldest update, stuck ones, resets, duplicate answers, refunds, second charges no statement confirmed';
+SQL
+}
+
+my $stuck = <<'SQL';
+-- Work queues stay on each partition.
+
+CREATE FUNCTION @extschema@.pay_stuck(older_than interval DEFAULT '1 minute', max_rows integer DEFAULT 100)
+RETURNS SETOF @extschema@.pay_ledger
+AS $$
+BEGIN
+    PERFORM @extschema@.pay_proxy_raise('0A000',
+        'pay_stuck runs on each partition, not through the proxy',
+        'It locks the rows it returns FOR UPDATE SKIP LOCKED until the reconciler''s transaction ends; '
+        'PL/Proxy commits every call on a partition at once, so through the proxy the locks would be '
+        'gone before the reconciler settles, and two reconcilers would take the same payments.',
+        'Connect a reconciler to each partition''s database: BEGIN, pay_stuck, ask the bank, '
+        'pay_succeed or pay_fail, COMMIT, all on that connection.');
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp
+    SET client_min_messages = warning;
+
+COMMENT ON FUNCTION @extschema@.pay_stuck(interval, integer) IS
+'Refused through the proxy (0A000): run pay_stuck on each partition, whose row locks it needs';
+SQL
+
+my $grant_functions = <<'SQL';
+-- Grant role functions and relations, and USAGE on the cluster's server.
+CREATE FUNCTION @extschema@.pay_grant_functions(role regrole, functions regprocedure[],
+                                                relations regclass[] DEFAULT '{}')
+RETURNS void
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_foreign_server AS s
+                   WHERE s.srvname OPERATOR(pg_catalog.=) 'idempotent_pay') THEN
+        RAISE EXCEPTION 'the PL/Proxy cluster "idempotent_pay" is not defined' USING ERRCODE = '42704',
+            HINT = 'Define it first: CREATE SERVER idempotent_pay FOREIGN DATA WRAPPER plproxy OPTIONS (p0 ''...'', ...).';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
+    EXECUTE pg_catalog.format('GRANT USAGE ON FOREIGN SERVER idempotent_pay TO %s', role);
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s',
+        (SELECT pg_catalog.string_agg(f::pg_catalog.text, ', ') FROM pg_catalog.unnest(functions) AS f), role);
+    IF pg_catalog.cardinality(relations) OPERATOR(pg_catalog.>) 0 THEN
+        EXECUTE pg_catalog.format('GRANT SELECT ON %s TO %s',
+            (SELECT pg_catalog.string_agg(r::pg_catalog.text, ', ') FROM pg_catalog.unnest(relations) AS r), role);
+    END IF;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_grant_functions(regrole, regprocedure[], regclass[]) IS
+'Grant role EXECUTE on the functions, SELECT on the relations and USAGE on the schema and on the cluster''s server (pay_grant, pay_grant_operator)';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_grant_functions(regrole, regprocedure[], regclass[]) FROM PUBLIC;
+
+SQL
+
+# pay_grant and pay_grant_operator, from the grants of @routed.
+sub grant_functions
+{
+	my ($create) = @_;
+	my $app = quoted_list('        ', granted('app'));
+	my $operator = quoted_list('        ', granted('operator'));
+	return <<"SQL";
+-- Least privilege, as on a 1.3 shard: an application pays, an operator
+-- repairs (pay_reset, pay_transition) and reconciles.
+$create FUNCTION $S.pay_grant(role regrole)
+RETURNS void
+AS \$\$
+    SELECT $S.pay_grant_functions(role, ARRAY[
+$app
+    ]::pg_catalog.regprocedure[])
+\$\$
+LANGUAGE sql VOLATILE SET search_path = $S, pg_temp;
+
+COMMENT ON FUNCTION $S.pay_grant(regrole) IS
+'Give an application role what paying through the proxy needs and no more: open, claim, begin, succeed, fail, get, find, refund_open, refund_balance, the bizNo functions, USAGE on the cluster''s server; grant it on every shard too';
+
+$create FUNCTION $S.pay_grant_operator(role regrole)
+RETURNS void
+AS \$\$
+    SELECT $S.pay_grant_functions(role, ARRAY[
+$operator
+    ]::pg_catalog.regprocedure[], ARRAY['$S.pay_stats']::pg_catalog.regclass[])
+\$\$
+LANGUAGE sql VOLATILE SET search_path = $S, pg_temp;
+
+COMMENT ON FUNCTION $S.pay_grant_operator(regrole) IS
+'Give a finance or operations role what repairing, reconciling, refunding and watching through the proxy need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_stats, pay_verify; grant it on every shard too';
+SQL
+}
+
+############################################################################
+# The install script.
+
+sub install_script
+{
+	my @revoked = map { signatures($_) } @routed;
+	push @revoked, @{ $fan_out_grants{operator} };
+	my $revoked = join ",\n", map { "    $S.$_" } @revoked;
+	return <<'SQL'
+/* idempotent_pay_proxy 1.3: the idempotent_pay API on a PL/Proxy proxy database */
+
+\echo Use "CREATE EXTENSION idempotent_pay_proxy" to load this file. \quit
+
+-- Written by test/proxy_sql.pl from one definition per routed call: change
+-- that and run it (test/tap/007_proxy.pl checks the two agree).
+--
+-- The proxy database holds no payment.  Every call is routed to one
+-- partition of the PL/Proxy cluster "idempotent_pay" (the SQL/MED server of
+-- that name, README.md shows how to define it), a database with
+-- idempotent_pay 1.3 installed in a schema of the same name as this
+-- extension's; calls about every payment (pay_stats, pay_verify,
+-- pay_reconcile) run on every partition and are added up here.
+--
+-- Each routed call is two functions: <name>_on_partition, the PL/Proxy
+-- function that sends the call, and <name>, the API, which calls it and
+-- hands an error to pay_proxy_raise (src/route.c) so the caller sees the
+-- shard's own error -- SQLSTATE, message, detail, hint and constraint
+-- name -- or 08001 / 08006 naming the partition it could not reach,
+-- instead of PL/Proxy's XX000 (pay_proxy_raise always raises).
+--
+-- The API functions run as the caller (not SECURITY DEFINER): PL/Proxy
+-- connects to the partitions as the current user, whose grants on each
+-- shard decide what it may do.  They run with client_min_messages =
+-- warning: after a partition raised an error, or restarted, PL/Proxy drops
+-- and remakes its connection with a NOTICE that says nothing to a caller
+-- (the shards raise no NOTICE of their own; their WARNINGs pass).
+
+SQL
+	  . $types_and_domains
+	  . $settlement . "\n"
+	  . $domains . "\n"
+	  . $composites . "\n"
+	  . $routing
+	  . statement_partition('CREATE') . "\n"
+	  . $proxy_raise . "\n"
+	  . $pure
+	  . $currencies . "\n"
+	  . $routed_intro . "\n"
+	  . join("\n", map { routed_call($_, 'CREATE') } @routed) . "\n"
+	  . fan_out('CREATE') . "\n"
+	  . $stuck . "\n"
+	  . "-- Privileges: as on a shard, the API is revoked from PUBLIC; pay_grant and\n"
+	  . "-- pay_grant_operator give a role what it needs here, and USAGE on the\n"
+	  . "-- cluster's server, without which PL/Proxy does not connect for it.  Each\n"
+	  . "-- shard grants the same role its own (pay_grant there): it decides.\n\n"
+	  . "REVOKE ALL ON FUNCTION\n$revoked\nFROM PUBLIC;\n"
+	  . "REVOKE ALL ON $S.pay_stats FROM PUBLIC;\n\n"
+	  . $grant_functions
+	  . grant_functions('CREATE') . "\n"
+	  . "REVOKE ALL ON FUNCTION $S.pay_grant(regrole), $S.pay_grant_operator(regrole) FROM PUBLIC;\n";
+}
+
+############################################################################
+# The upgrade script.
+
+sub upgrade_script
+{
+	my @changed = grep { ($_->{changed} // '') eq '1.3' } @routed;
+	my @new = grep { ($_->{since} // '') eq '1.3' } @routed;
+	my @recreated = ((map { signatures($_) } @changed), 'pay_stats_on_all_partitions()', 'pay_stats_of_partitions()');
+	my $recreated = quoted_list('        ', @recreated);
+	my $dropped = join '', map { "DROP FUNCTION $S.$_;\n" } reverse @recreated;
+	my $operator_only = join ', ', map { "$S.$_" } map { signatures($_) }
+	  grep { !grep { $_ eq 'app' } @{ $_->{grant} } } grep { !$_->{since} } @routed;
+	return <<'SQL'
+/* idempotent_pay_proxy 1.2 -> 1.3: for shards running idempotent_pay 1.3; a refusal keeps its constraint name */
+
+\echo Use "ALTER EXTENSION idempotent_pay_proxy UPDATE TO '1.3'" to load this file. \quit
+
+-- Written by test/proxy_sql.pl, with sql/idempotent_pay_proxy--1.3.sql,
+-- from the same definitions (test/tap/007_proxy.pl compares a proxy
+-- updated from 1.2 with one created at 1.3).  Before this update, every
+-- shard server runs the library that defines
+-- idempotent_pay.report_constraint, which each call now sets there (a
+-- server that preloads the library is restarted).  The partitions are
+-- updated to idempotent_pay 1.3 after the proxy: a 1.2 proxy cannot read a
+-- 1.3 partition's pay_succeed, while this one pays through a partition at
+-- 1.2 and 1.3 alike (pay_find, pay_confirm_second_charge and pay_stats
+-- wait for 1.3).
+
+SQL
+	  . $settlement . "\n"
+	  . "-- pay_proxy_raise takes the error's context, where a 1.3 shard writes its\n"
+	  . "-- constraint name (versioned C symbol: a 1.2 proxy keeps binding the\n"
+	  . "-- old one).\n"
+	  . "DROP FUNCTION $S.pay_proxy_raise(text, text, text, text, text, text);\n"
+	  . $proxy_raise . "\n"
+	  . "-- A statement row may name the bank reference bizNo/attempt.\n"
+	  . statement_partition('CREATE OR REPLACE') . "\n"
+	  . $currencies . "\n"
+	  . "COMMENT ON TYPE $S.pay_ledger IS\n'$ledger_comment';\n\n"
+	  . "-- pay_succeed answers pay_settlement, pay_stats counts second charges no\n"
+	  . "-- statement confirmed: new results make new functions.  The roles granted\n"
+	  . "-- them are noted first and granted them again.\n"
+	  . "CREATE TEMPORARY TABLE pay_proxy_grantees ON COMMIT DROP AS\n"
+	  . "    SELECT 'FUNCTION' AS kind, 'EXECUTE' AS privilege, p.oid::pg_catalog.regprocedure::pg_catalog.text AS object,\n"
+	  . "           a.grantee::pg_catalog.regrole AS grantee\n"
+	  . "    FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a\n"
+	  . "    WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[\n$recreated\n"
+	  . "        ]::pg_catalog.regprocedure[])\n"
+	  . "      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'\n"
+	  . "      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner\n"
+	  . "      AND a.grantee OPERATOR(pg_catalog.<>) 0\n"
+	  . "    UNION ALL\n"
+	  . "    SELECT 'TABLE', 'SELECT', c.oid::pg_catalog.regclass::pg_catalog.text, a.grantee::pg_catalog.regrole\n"
+	  . "    FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a\n"
+	  . "    WHERE c.oid OPERATOR(pg_catalog.=) '$S.pay_stats'::pg_catalog.regclass\n"
+	  . "      AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT'\n"
+	  . "      AND a.grantee OPERATOR(pg_catalog.<>) c.relowner\n"
+	  . "      AND a.grantee OPERATOR(pg_catalog.<>) 0;\n\n"
+	  . "DROP VIEW $S.pay_stats;\n"
+	  . $dropped . "\n"
+	  . $routed_intro . "\n"
+	  . join("\n", map { routed_call($_, ($_->{since} || $_->{changed}) ? 'CREATE' : 'CREATE OR REPLACE') } @routed)
+	  . "\n"
+	  . fan_out('CREATE OR REPLACE') . "\n"
+	  . stats_functions($stats_columns, handler(''))
+	  . "\n"
+	  . "REVOKE ALL ON FUNCTION\n"
+	  . join(",\n", map { "    $S.$_" } @recreated, map { signatures($_) } @new)
+	  . "\nFROM PUBLIC;\n"
+	  . "REVOKE ALL ON $S.pay_stats FROM PUBLIC;\n\n"
+	  . <<'SQL'
+DO $$
+DECLARE
+    noted record;
+BEGIN
+    FOR noted IN SELECT g.kind, g.privilege, g.object, g.grantee FROM pg_temp.pay_proxy_grantees AS g LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON %s %s TO %s', noted.privilege, noted.kind, noted.object,
+                                  noted.grantee);
+    END LOOP;
+END
+$$;
+DROP TABLE pg_temp.pay_proxy_grantees;
+
+SQL
+	  . grant_functions('CREATE OR REPLACE') . "\n"
+	  . "-- The roles 1.2 granted: an operator (it could reconcile) gets 1.3's\n"
+	  . "-- operator grants; a role that could pay but not reconcile is an\n"
+	  . "-- application's, loses pay_reset and pay_transition and gets 1.3's\n"
+	  . "-- application grants, as on a shard.\n"
+	  . <<"SQL";
+DO \$\$
+DECLARE
+    grantee record;
+BEGIN
+    FOR grantee IN
+        SELECT DISTINCT a.grantee::pg_catalog.regrole AS role,
+               pg_catalog.has_function_privilege(a.grantee,
+                   '$S.pay_reconcile(regclass, boolean, timestamptz)', 'EXECUTE') AS operator
+        FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+        WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+                  '$S.pay_reset(text, text)',
+                  '$S.pay_transition(text, $S.pay_status, text)',
+                  '$S.pay_reconcile(regclass, boolean, timestamptz)']::pg_catalog.regprocedure[])
+          AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+          AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+          AND a.grantee OPERATOR(pg_catalog.<>) 0
+    LOOP
+        IF grantee.operator THEN
+            PERFORM $S.pay_grant_operator(grantee.role);
+        ELSE
+            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION $operator_only FROM %s', grantee.role);
+            PERFORM $S.pay_grant(grantee.role);
+        END IF;
+    END LOOP;
+END
+\$\$;
+SQL
+}
+
+############################################################################
+
+my %scripts = (
+	'idempotent_pay_proxy--1.3.sql' => \&install_script,
+	'idempotent_pay_proxy--1.2--1.3.sql' => \&upgrade_script,
+);
+
+my $check = @ARGV && $ARGV[0] eq '--check' ? shift @ARGV : undef;
+my $dir = shift @ARGV or die "usage: $0 [--check] DIR\n";
+my $differ = 0;
+for my $file (sort keys %scripts)
+{
+	my $text = $scripts{$file}->();
+	my $path = "$dir/$file";
+	if ($check)
+	{
+		open my $fh, '<', $path or die "cannot read $path: $!\n";
+		local $/;
+		my $have = <$fh>;
+		close $fh;
+		if ($have ne $text)
+		{
+			print "$path is not what test/proxy_sql.pl writes\n";
+			$differ = 1;
+		}
+	}
+	else
+	{
+		open my $fh, '>', $path or die "cannot write $path: $!\n";
+		print $fh $text;
+		close $fh;
+	}
+}
+exit $differ;
