@@ -71,7 +71,7 @@ LANGUAGE C;
 COMMENT ON FUNCTION @extschema@.pay_guard() IS
 'Trigger enforcing the payment state machine: pay_guard(status_column, frozen_column...); with no arguments the table is append-only';
 
--- Guarding tables that already exist (SPEC section 8)
+-- Guarding tables that already exist
 
 CREATE FUNCTION @extschema@.pay_protect(tbl regclass, status_column name DEFAULT 'status',
                                         frozen_columns name[] DEFAULT '{}')

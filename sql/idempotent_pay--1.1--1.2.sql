@@ -88,7 +88,7 @@ ALTER TABLE @extschema@.pay_ledger ADD COLUMN note text;
 COMMENT ON COLUMN @extschema@.pay_ledger.note IS
 'The note of the latest write, journaled with it; NULL when that write set none (kept by the ledger)';
 
--- Refunds (SPEC section 14): a refund is a ledger row with a parent, the
+-- Refunds: a refund is a ledger row with a parent, the
 -- payment it pays back, and a refund key naming it among that payment's
 -- refunds.  The ledger's trigger holds every write to the rules of refunds
 -- (src/refund.c); pay_refund_open (below) opens them.
@@ -365,7 +365,7 @@ COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
 
 REVOKE ALL ON FUNCTION @extschema@.pay_grant_operator(regrole) FROM PUBLIC;
 
--- The claim in one round trip (SPEC section 12): pay_begin's decision with
+-- The claim in one round trip: pay_begin's decision with
 -- the attempt to charge under, and a success's reference and first answer.
 
 ALTER TABLE @extschema@.pay_ledger ADD COLUMN response jsonb;

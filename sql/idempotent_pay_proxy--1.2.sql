@@ -1,4 +1,4 @@
-/* idempotent_pay_proxy 1.2: the idempotent_pay API on a PL/Proxy proxy database (SPEC section 13) */
+/* idempotent_pay_proxy 1.2: the idempotent_pay API on a PL/Proxy proxy database */
 
 \echo Use "CREATE EXTENSION idempotent_pay_proxy" to load this file. \quit
 

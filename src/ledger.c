@@ -2,8 +2,8 @@
  *
  * ledger.c
  *	  The payment API: pay_open, pay_begin, pay_claim, pay_open_claim,
- *	  pay_succeed, pay_fail, pay_reset, pay_transition (SPEC sections 7, 12),
- *	  and pay_refund_open (section 14).
+ *	  pay_succeed, pay_fail, pay_reset, pay_transition, pay_refund_open and
+ *	  pay_confirm_second_charge.
  *
  * Every function runs as the extension owner (SECURITY DEFINER) through
  * saved plans whose every name is schema-qualified, each run with

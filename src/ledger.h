@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * ledger.h
- *	  The payment API (SPEC section 7), reached from SQL only.
+ *	  The payment API, reached from SQL only.
  *
  *-------------------------------------------------------------------------
  */

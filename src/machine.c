@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * machine.c
- *	  The one table of legal payment transitions (SPEC section 4) and every
+ *	  The one table of legal payment transitions and every
  *	  rule derived from it.
  *
  * Every path that changes a payment status asks PayTransitionVerdict: the

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * refund.c
- *	  The rules of refunds (SPEC section 14) that hold for every write of
+ *	  The rules of refunds that hold for every write of
  *	  the ledger, by the API or by a raw statement.
  *
  * A refund is a ledger row with a parent: the payment it pays back, which

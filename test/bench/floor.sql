@@ -1,4 +1,4 @@
--- The bare SQL floor (SPEC section 10): the same ledger and journal rows,
+-- The bare SQL floor: the same ledger and journal rows,
 -- written by plain statements with no checks and no triggers, on tables
 -- with the same columns and only the indexes the semantics need: the
 -- ledger's primary key; the journal's primary key and an index on bizno.

@@ -1,4 +1,4 @@
--- The lean PL/pgSQL peer (SPEC section 10): what a careful engineer writes
+-- The lean PL/pgSQL peer: what a careful engineer writes
 -- in an afternoon instead of installing idempotent_pay.  PL/pgSQL functions
 -- doing INSERT ... ON CONFLICT DO NOTHING, SELECT ... FOR UPDATE, UPDATE and
 -- a journal INSERT; one PL/pgSQL BEFORE INSERT OR UPDATE trigger checking

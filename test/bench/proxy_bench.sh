@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# test/bench/proxy_bench.sh — idempotent_pay through PL/Proxy (SPEC section
-# 13), run by `test/run bench` after bench.sh (or alone with
+# test/bench/proxy_bench.sh — idempotent_pay through PL/Proxy, run by
+# `test/run bench` after bench.sh (or alone with
 # BENCH_ONLY=proxy).  The throwaway cluster (PGHOST, PGPORT) is the proxy;
 # BENCH_SHARD_PORTS names the ports of four shard clusters on the same
 # socket directory, which test/run started with synchronous_commit = off.
