@@ -45,13 +45,20 @@
  *	 in-progress inserter of the same key) before trying again; a
  *	 conflicting row the transaction's snapshot cannot see is a
  *	 serialization failure under REPEATABLE READ and SERIALIZABLE.
- * - the UPDATE reads the row under a new statement's snapshot, locks it as
- *	 BEFORE UPDATE triggers make the executor lock it (following the chain
- *	 of newer versions in READ COMMITTED and checking the WHERE clause on
- *	 the latest one, which is what EvalPlanQual does for this one-table
- *	 statement; a concurrent update or delete is a serialization failure
- *	 otherwise), then updates the locked version and, unless the update is
- *	 HOT, inserts its index entries.
+ * - the UPDATE reads the row under a new statement's snapshot, fires the
+ *	 BEFORE UPDATE triggers on it and updates that version, waiting for a
+ *	 concurrent writer as any update waits.  The executor locks the row
+ *	 before its BEFORE UPDATE triggers (a WAL record of its own) so that
+ *	 they see the version it will update; here the update itself proves
+ *	 it: when a concurrent transaction changed the row meanwhile, the update
+ *	 fails, and in READ COMMITTED the latest version is then locked,
+ *	 following the chain of newer versions and checking the WHERE clause
+ *	 on it (what EvalPlanQual does for this one-table statement), and the
+ *	 triggers fire again on it before it is updated; a concurrent update
+ *	 or delete is a serialization failure otherwise.  The ledger's own
+ *	 BEFORE triggers (the only ones a direct write fires) write nothing, so
+ *	 firing them again is as firing them once on the version updated.
+ *	 Unless the update is HOT, its index entries are inserted.
  *
  *-------------------------------------------------------------------------
  */
@@ -624,10 +631,16 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 		LockTupleExclusive : LockTupleNoKeyExclusive;
 
 	slot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
-	if (FetchRow(&write, settle->bizno, slot) && SettleApplies(&write, settle, slot) &&
-		LockRowForUpdate(&write, settle, slot, mode))
+	if (!FetchRow(&write, settle->bizno, slot) || !SettleApplies(&write, settle, slot))
+	{
+		EndDirectWrite(&write);
+		return true;
+	}
+	for (;;)
 	{
 		bool		isnull = false;
+		TupleTableSlot *newslot;
+		TM_Result	result;
 
 		oldtuple = ExecFetchSlotHeapTuple(slot, true, NULL);
 		values[0] = PayStatusGetDatum(write.catalog, settle->target);
@@ -648,36 +661,41 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 											 5, columns, values, nulls);
 		newtuple = FireRowTriggers(write.ledger, TRIGGER_EVENT_BEFORE, TRIGGER_EVENT_UPDATE,
 								   oldtuple, newtuple, updatedcols);
-		if (newtuple != NULL)
-		{
-			TupleTableSlot *newslot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
-			TM_Result	result;
+		if (newtuple == NULL)
+			break;				/* a trigger skipped the write */
 
-			ExecForceStoreHeapTuple(newtuple, newslot, false);
-			if (RelationGetDescr(write.ledger)->constr)
-				ExecConstraints(write.result, newslot, write.estate);
-			result = table_tuple_update(write.ledger, &slot->tts_tid, newslot,
-										write.estate->es_output_cid, write.estate->es_snapshot,
-										InvalidSnapshot, true, &failure, &mode, &update_indexes);
-			/* the row is locked by this command: only a trigger could have changed it */
-			if (result == TM_SelfModified && failure.cmax != write.estate->es_output_cid)
+		newslot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
+		ExecForceStoreHeapTuple(newtuple, newslot, false);
+		if (RelationGetDescr(write.ledger)->constr)
+			ExecConstraints(write.result, newslot, write.estate);
+		result = table_tuple_update(write.ledger, &slot->tts_tid, newslot,
+									write.estate->es_output_cid, write.estate->es_snapshot,
+									InvalidSnapshot, true, &failure, &mode, &update_indexes);
+		if (result == TM_SelfModified)
+		{
+			/* changed by this command: by a trigger, or settled by it already */
+			if (failure.cmax != write.estate->es_output_cid)
 				RaiseTriggeredChange();
-			if (result == TM_SelfModified)
-			{
-				EndDirectWrite(&write);
-				return true;	/* updated by this command already: not again */
-			}
-			if (result != TM_Ok)
-				elog(ERROR, "unexpected table_tuple_update status: %u", result);
-			if (update_indexes)
-			{
-				NoteUnchangedIndexes(write.result, updatedcols);
-				ExecInsertIndexTuples(write.result, newslot, write.estate, true, false, NULL, NIL);
-			}
-			FireRowTriggers(write.ledger, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_UPDATE, oldtuple,
-							ExecFetchSlotHeapTuple(newslot, true, NULL), updatedcols);
-			*settled = true;
+			break;
 		}
+		if (result == TM_Updated || result == TM_Deleted)
+		{
+			/* a concurrent writer was first: its version, locked, decides */
+			if (!LockRowForUpdate(&write, settle, slot, mode))
+				break;
+			continue;
+		}
+		if (result != TM_Ok)
+			elog(ERROR, "unexpected table_tuple_update status: %u", result);
+		if (update_indexes)
+		{
+			NoteUnchangedIndexes(write.result, updatedcols);
+			ExecInsertIndexTuples(write.result, newslot, write.estate, true, false, NULL, NIL);
+		}
+		FireRowTriggers(write.ledger, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_UPDATE, oldtuple,
+						ExecFetchSlotHeapTuple(newslot, true, NULL), updatedcols);
+		*settled = true;
+		break;
 	}
 	EndDirectWrite(&write);
 	return true;
