@@ -533,9 +533,11 @@ FetchRow(DirectWrite *write, Datum bizno, TupleTableSlot *slot)
 }
 
 /*
- * Lock the row version in slot for the UPDATE, as the executor locks it for
- * BEFORE UPDATE triggers; on return slot holds the locked (latest) version.
- * false when there is nothing to update: deleted, or no longer matching.
+ * After a concurrent writer changed the row in slot: lock its latest
+ * version, as the executor does when an UPDATE meets a concurrent update
+ * (following the chain in READ COMMITTED, a serialization failure
+ * otherwise); on return slot holds the locked version.  false when there is
+ * nothing to update: deleted, or no longer matching.
  */
 static bool
 LockRowForUpdate(DirectWrite *write, const PaySettleWrite *settle, TupleTableSlot *slot,

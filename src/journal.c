@@ -245,18 +245,20 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple,
 			PayCheckAmountFits(DatumGetNumeric(amount), DatumGetTextPP(currency));
 	}
 	/* only for a legal step: an illegal one is the guard's to refuse */
-	if (status == PAY_PROCESSING && PayTransitionVerdict(from, status) == PAY_LEGAL &&
-		(heap_attisnull(tuple, col[LEDGER_AMOUNT], RelationGetDescr(rel)) ||
-		 heap_attisnull(tuple, col[LEDGER_CURRENCY], RelationGetDescr(rel))))
-		ereport(ERROR,
-				(errcode(ERRCODE_NOT_NULL_VIOLATION),
-				 errmsg("a payment is charged only with its amount and currency"),
-				 errdetail("%s has no %s.", PayRowKeyDescription(rel, tuple),
-						   heap_attisnull(tuple, col[LEDGER_AMOUNT], RelationGetDescr(rel)) ?
-						   "amount" : "currency"),
-				 errhint("Pass the amount and currency with the claim: pay_claim(bizno, amount, currency)."),
-				 errtablecol(rel, heap_attisnull(tuple, col[LEDGER_AMOUNT], RelationGetDescr(rel)) ?
-							 col[LEDGER_AMOUNT] : col[LEDGER_CURRENCY])));
+	if (status == PAY_PROCESSING && PayTransitionVerdict(from, status) == PAY_LEGAL)
+	{
+		AttrNumber	missing = heap_attisnull(tuple, col[LEDGER_AMOUNT], RelationGetDescr(rel)) ?
+			col[LEDGER_AMOUNT] : col[LEDGER_CURRENCY];
+
+		if (heap_attisnull(tuple, missing, RelationGetDescr(rel)))
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("a payment is charged only with its amount and currency"),
+					 errdetail("%s has no %s.", PayRowKeyDescription(rel, tuple),
+							   NameStr(TupleDescAttr(RelationGetDescr(rel), missing - 1)->attname)),
+					 errhint("Pass the amount and currency with the claim: pay_claim(bizno, amount, currency)."),
+					 errtablecol(rel, missing)));
+	}
 	if (status == PAY_SUCCESS && PayTransitionVerdict(from, status) == PAY_LEGAL &&
 		heap_attisnull(tuple, col[LEDGER_CHANNEL_REF], RelationGetDescr(rel)))
 		ereport(ERROR,
