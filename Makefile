@@ -1,5 +1,7 @@
-# idempotent_pay — built with PGXS.  `test/run check` is the way to test it;
-# `make installcheck` needs a running server (PGHOST/PGPORT).
+# idempotent_pay — built with PGXS.  `test/run check` is the way to test it
+# on a fresh machine.  Against a server of your own (PGHOST/PGPORT, as a
+# superuser, after make install): `make installcheck` runs the pg_regress and
+# isolation suites, `make prove_installcheck` the TAP tests.
 
 PG_CONFIG ?= pg_config
 
@@ -9,23 +11,33 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).co
 MODULE_big = idempotent_pay
 OBJS = \
 	src/idempotent_pay.o \
+	src/settings.o \
+	src/api_args.o \
+	src/api_claim.o \
+	src/api_refund.o \
+	src/api_settle.o \
 	src/bizno.o \
-	src/bizno_format.o \
+	src/lifecycle.o \
+	src/route.o \
+	src/proxied.o \
+	src/stats.o \
+	src/machine.o \
+	src/reason.o \
 	src/amount.o \
 	src/currency.o \
-	src/catalog.o \
-	src/direct.o \
-	src/machine.o \
-	src/guard.o \
-	src/journal.o \
-	src/ledger.o \
-	src/lifecycle.o \
-	src/proxied.o \
+	src/bizno_format.o \
 	src/refund.o \
-	src/route.o \
-	src/stats.o
+	src/trigger_common.o \
+	src/trigger_guard.o \
+	src/trigger_bookkeeping.o \
+	src/trigger_journal.o \
+	src/write.o \
+	src/write_sql.o \
+	src/write_direct.o \
+	src/write_direct_policy.o \
+	src/catalog.o
 
-# idempotent_pay_proxy (SPEC section 13), the API routed over PL/Proxy, is a
+# idempotent_pay_proxy, the API routed over PL/Proxy, is a
 # second extension served by the same library (src/route.c): its control
 # file and script are installed as data next to idempotent_pay's.
 PROXY_EXTENSION = idempotent_pay_proxy
@@ -50,3 +62,10 @@ include $(PGXS)
 .PHONY: dist
 dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ --output $(EXTENSION)-$(EXTVERSION).zip HEAD
+
+# The TAP tests of test/tap start clusters of their own: run them as a user
+# PostgreSQL runs as, with Perl's IPC::Run (Debian: libipc-run-perl).
+PROVE_TESTS = $(sort $(wildcard test/tap/*.pl))
+.PHONY: prove_installcheck
+prove_installcheck:
+	$(prove_installcheck)

@@ -32,7 +32,7 @@
 
 #include "amount.h"
 #include "currency.h"
-#include "idempotent_pay.h"
+#include "settings.h"
 
 PG_FUNCTION_INFO_V1(pay_amount_valid);
 PG_FUNCTION_INFO_V1(pay_currency_valid);

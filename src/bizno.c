@@ -32,7 +32,7 @@
 
 #include "bizno.h"
 #include "bizno_format.h"
-#include "idempotent_pay.h"
+#include "settings.h"
 
 /* milliseconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch */
 #define POSTGRES_EPOCH_MS \

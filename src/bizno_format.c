@@ -196,6 +196,32 @@ bizno_looks_generated(const char *s, size_t len)
 	return separators >= 2;
 }
 
+/*
+ * The business action under which the ledger issues a refund of a payment
+ * keyed by another system: prefix REFUND, and as much of the key as a
+ * biz_id holds.  The router (route.c) sends a key of another system and a
+ * bizNo of prefix REFUND by that biz_id alone, so that such a refund goes
+ * where its payment is; both ask this function.
+ */
+void
+bizno_action_of_foreign_key(const char *key, size_t len, BiznoParts *action)
+{
+	action->prefix = BIZNO_REFUND_PREFIX;
+	action->prefix_len = strlen(BIZNO_REFUND_PREFIX);
+	action->biz_id = key;
+	action->biz_id_len = len < BIZNO_BIZ_ID_MAX_LEN ? len : BIZNO_BIZ_ID_MAX_LEN;
+	action->issued_ms = 0;
+	action->node_id = 0;
+}
+
+/* Whether prefix is the one refunds of foreign-keyed payments are issued under. */
+bool
+bizno_prefix_is_refund(const char *prefix, size_t len)
+{
+	return len == strlen(BIZNO_REFUND_PREFIX) &&
+		memcmp(prefix, BIZNO_REFUND_PREFIX, len) == 0;
+}
+
 /* Civil date from days since 1970-01-01 (H. Hinnant's algorithm). */
 static void
 civil_from_days(int64_t days, int *year, int *month, int *day)

@@ -36,6 +36,9 @@
 	(BIZNO_PREFIX_MAX_LEN + 1 + BIZNO_BIZ_ID_MAX_LEN + BIZNO_TAIL_LEN)
 
 /* Milliseconds since 1970-01-01 00:00:00 UTC of 10000-01-01, exclusive. */
+/* the prefix of refunds of payments keyed by another system */
+#define BIZNO_REFUND_PREFIX		"REFUND"
+
 #define BIZNO_MS_LIMIT			INT64_C(253402300800000)
 
 typedef struct BiznoParts
@@ -61,6 +64,9 @@ extern bool bizno_prefix_is_valid(const char *s, size_t len);
 extern bool bizno_biz_id_is_valid(const char *s, size_t len);
 extern bool bizno_key_is_valid(const char *s, size_t len);
 extern bool bizno_looks_generated(const char *s, size_t len);
+
+extern void bizno_action_of_foreign_key(const char *key, size_t len, BiznoParts *action);
+extern bool bizno_prefix_is_refund(const char *prefix, size_t len);
 
 extern size_t bizno_format(char *buf, const char *prefix, size_t prefix_len,
 						   const char *biz_id, size_t biz_id_len,

@@ -7,8 +7,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef CATALOG_H
-#define CATALOG_H
+#ifndef PAY_CATALOG_H
+#define PAY_CATALOG_H
 
 #include "postgres.h"
 
@@ -56,14 +56,6 @@ typedef enum JournalColumn
 	JOURNAL_COLUMNS
 } JournalColumn;
 
-/* What evaluating an expression may do; catalog.c, PayExpressionKindOf. */
-typedef enum PayExpressionKind
-{
-	PAY_EXPRESSION_PLAIN,		/* cannot depend on search_path */
-	PAY_EXPRESSION_BUILT_IN,	/* built-in functions only; may look names up */
-	PAY_EXPRESSION_FOREIGN		/* calls an SQL or procedural function */
-} PayExpressionKind;
-
 typedef struct PayCatalog
 {
 	/* bumped whenever anything below is looked up again */
@@ -84,26 +76,20 @@ typedef struct PayCatalog
 	Oid			journal;		/* pay_journal */
 	Oid			journal_sequence;	/* pay_journal_seq_seq */
 	AttrNumber	journal_attnums[JOURNAL_COLUMNS];
-	/* may journal rows go straight into heap and indexes? (journal.c) */
-	bool		journal_direct;
 
-	/* the ledger's own trigger functions (direct.c fires them itself) */
+	/* the ledger's own trigger functions (write_direct.c fires them itself) */
 	Oid			guard_function;
 	Oid			bookkeeping_function;
 	Oid			journal_function;
-	/*
-	 * What the API's direct writes of ledger rows (direct.c) would evaluate:
-	 * FOREIGN when they may not be made, BUILT_IN when they pin search_path.
-	 */
-	PayExpressionKind ledger_direct_kind;
-	/* what an INSERT fills in for the columns it does not name, by attnum-1 */
-	Expr	  **ledger_defaults;
 } PayCatalog;
 
 extern const PayCatalog *PayCatalogGet(FunctionCallInfo fcinfo);
 extern const PayCatalog *PayCatalogGetTables(FunctionCallInfo fcinfo);
 extern PayStatus PayStatusFromLabel(const PayCatalog *catalog, Oid label);
-extern PayExpressionKind PayExpressionKindOf(Node *expr);
+extern bool PayLedgerHasRefunds(const PayCatalog *catalog);
+extern Oid	PayLedgerColumnType(const PayCatalog *catalog, LedgerColumn column);
+extern const char *PayJournalColumnName(JournalColumn column);
+extern Oid	PayJournalColumnType(const PayCatalog *catalog, JournalColumn column);
 extern int	PayPinSearchPath(const PayCatalog *catalog);
 
 #define PayStatusGetDatum(catalog, status) \
@@ -111,4 +97,4 @@ extern int	PayPinSearchPath(const PayCatalog *catalog);
 #define PayActionGetDatum(catalog, action) \
 	ObjectIdGetDatum((catalog)->action_labels[(action)])
 
-#endif							/* CATALOG_H */
+#endif							/* PAY_CATALOG_H */

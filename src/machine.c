@@ -5,8 +5,8 @@
  *	  rule derived from it.
  *
  * Every path that changes a payment status asks PayTransitionVerdict: the
- * SQL API (ledger.c), the guard trigger on the ledger and on user tables
- * (guard.c), and pay_allowed.  pay_begin's answers come from
+ * SQL API (api_*.c), the guard trigger on the ledger and on user tables
+ * (trigger_guard.c), and pay_allowed.  pay_begin's answers come from
  * PayDecideBegin, which reads them off the same table.  The reasons for
  * refusals live beside the table, so an error always says why.
  *
@@ -178,4 +178,25 @@ PayDecideBegin(int found, bool retry_failed)
 	else
 		decision.action = PAY_ALREADY_SUCCEEDED;
 	return decision;
+}
+
+/*
+ * The one state a settlement moves a payment from into target (SUCCESS or
+ * FAILED), read off the transition table: PROCESSING.  The settling write
+ * matches only rows in it.
+ */
+PayStatus
+PaySettleSource(PayStatus target)
+{
+	PayStatus	source = PAY_PROCESSING;
+	int			sources = 0;
+
+	for (int from = 0; from < PAY_STATUS_COUNT; from++)
+		if (PayTransitionVerdict(from, target) == PAY_LEGAL)
+		{
+			source = (PayStatus) from;
+			sources++;
+		}
+	/* the table has one way into each outcome; a second would be a bug */
+	return sources == 1 ? source : PAY_PROCESSING;
 }

@@ -6,7 +6,7 @@
  *	  and of settling a payment, all derived from that table.
  *
  * Pure C with no server headers: nothing here knows of catalogs, SQL or
- * errors.  The API (ledger.c), the guard on every table (guard.c) and
+ * errors.  The API (api_*.c), the guard on every table (trigger_guard.c) and
  * pay_allowed ask it; none of them encodes a rule of its own.
  *
  *-------------------------------------------------------------------------
@@ -66,5 +66,6 @@ extern const char *PayTransitionReason(int from, PayStatus to);
 extern const char *PayTransitionHint(int from, PayStatus to);
 extern bool PayStatusIsFrozen(PayStatus status);
 extern PayBeginDecision PayDecideBegin(int found, bool retry_failed);
+extern PayStatus PaySettleSource(PayStatus target);
 
 #endif							/* MACHINE_H */

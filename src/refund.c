@@ -40,8 +40,9 @@
 #include "utils/snapmgr.h"
 
 #include "catalog.h"
-#include "guard.h"
+#include "reason.h"
 #include "refund.h"
+#include "trigger_common.h"
 
 /* The queries of the checks, in the order of check_queries. */
 typedef enum RefundCheck
@@ -95,16 +96,13 @@ NumericText(Datum value)
 }
 
 static void
-RaiseBadParent(Relation rel, int sqlstate, const char *constraint, const char *message,
-			   const char *detail, const char *hint)
+RaiseBadParent(Relation rel, PayReasonId reason, const char *message, const char *detail)
 {
 	ereport(ERROR,
-			(errcode(sqlstate),
-			 errmsg("%s", message),
+			(errmsg("%s", message),
 			 errdetail("%s", detail),
-			 errhint("%s", hint),
 			 errtable(rel),
-			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, constraint)));
+			 PayReason(reason)));
 }
 
 /*
@@ -143,16 +141,14 @@ CheckLimit(Relation rel, const char *refund, const char *refund_key, Datum paren
 		return;
 
 	ereport(ERROR,
-			(errcode(ERRCODE_CHECK_VIOLATION),
-			 errmsg("refund %s of payment %s would refund more than was captured",
+			(errmsg("refund %s of payment %s would refund more than was captured",
 					refund_key, TextDatumGetCString(parent)),
 			 errdetail("Captured: %s %s; already refunded or in flight: %s; asked: %s (refund %s).",
 					   NumericText(captured), currency,
 					   NumericText(taken), NumericText(amount), refund),
-			 errhint("Refund at most %s, the rest of the capture; a failed refund frees its share.",
-					 NumericText(DirectFunctionCall2(numeric_sub, captured, taken))),
 			 errtable(rel),
-			 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_refund_limit")));
+			 PayReasonWith(PAY_REASON_REFUND_LIMIT,
+						   NumericText(DirectFunctionCall2(numeric_sub, captured, taken)))));
 }
 
 /*
@@ -186,10 +182,9 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 
 	refund_key = heap_getattr(tuple, col[LEDGER_REFUND_KEY], rowdesc, &isnull);
 	if (isnull || amount_null)
-		RaiseBadParent(rel, ERRCODE_CHECK_VIOLATION, "pay_refund_parent",
+		RaiseBadParent(rel, PAY_REASON_REFUND_INCOMPLETE,
 					   psprintf("refund %s needs a refund key and an amount", refund),
-					   "A row with a parent is a refund: its refund_key names it among the payment's refunds, its amount is what goes back.",
-					   "Open refunds with pay_refund_open(bizno, refund_key, amount).");
+					   "A row with a parent is a refund: its refund_key names it among the payment's refunds, its amount is what goes back.");
 
 	PayBecomeOwner(rel, &owner);
 	SPI_connect();
@@ -199,11 +194,10 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
-		RaiseBadParent(rel, ERRCODE_FOREIGN_KEY_VIOLATION, "pay_refund_parent",
+		RaiseBadParent(rel, PAY_REASON_REFUND_UNKNOWN_PARENT,
 					   psprintf("refund %s names payment %s, which the ledger does not have",
 								refund, TextDatumGetCString(parent)),
-					   "A refund pays back a payment of the ledger.",
-					   "Refund a payment the ledger has, by its bizNo.");
+					   "A refund pays back a payment of the ledger.");
 	found = SPI_tuptable->vals[0];
 	founddesc = SPI_tuptable->tupdesc;
 	parent_status = PayStatusFromLabel(catalog,
@@ -212,35 +206,29 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 	(void) SPI_getbinval(found, founddesc, 3, &grandparent_null);
 
 	if (!grandparent_null)
-		RaiseBadParent(rel, ERRCODE_CHECK_VIOLATION, "pay_refund_parent",
+		RaiseBadParent(rel, PAY_REASON_REFUND_OF_REFUND,
 					   psprintf("refund %s names %s, which is itself a refund",
 								refund, TextDatumGetCString(parent)),
-					   "Only a payment is refunded, never a refund.",
-					   "Refund the payment the refund belongs to.");
+					   "Only a payment is refunded, never a refund.");
 	if (parent_status != PAY_SUCCESS)
 		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("payment %s is %s: only a SUCCESS payment can be refunded",
+				(errmsg("payment %s is %s: only a SUCCESS payment can be refunded",
 						TextDatumGetCString(parent), PayStatusName(parent_status)),
 				 errdetail("Refund %s pays back money the bank captured for the payment.", refund),
-				 errhint("%s", parent_status == PAY_PROCESSING ?
-						 "Ask the bank how the payment ended, and settle it first." :
-						 "Nothing was captured: there is nothing to refund."),
 				 errtable(rel),
-				 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_refund_unpaid")));
+				 PayReason(parent_status == PAY_PROCESSING ?
+						   PAY_REASON_REFUND_PARENT_PROCESSING : PAY_REASON_REFUND_PARENT_UNPAID)));
 	currency_text = currency_null ? "" : TextDatumGetCString(currency);
 	if (currency_null != parent_currency_null ||
 		(!currency_null && !DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, currency, parent_currency))))
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("refund %s must be in the currency of payment %s",
+				(errmsg("refund %s must be in the currency of payment %s",
 						refund, TextDatumGetCString(parent)),
 				 errdetail("The payment is in %s; the refund in %s.",
 						   parent_currency_null ? "no currency" : TextDatumGetCString(parent_currency),
 						   currency_null ? "no currency" : currency_text),
-				 errhint("A refund pays back in the currency that was captured."),
 				 errtable(rel),
-				 err_generic_string(PG_DIAG_CONSTRAINT_NAME, "pay_refund_currency")));
+				 PayReason(PAY_REASON_REFUND_CURRENCY)));
 
 	if (entering_processing)
 		CheckLimit(rel, refund, TextDatumGetCString(refund_key), parent, amount, currency_text);

@@ -15,7 +15,7 @@
  *	  - a generated bizNo of prefix REFUND: its biz_id.  The ledger issues
  *		the refund of a payment keyed by another system under prefix REFUND
  *		with the payment's key as biz_id (at most its first 64 characters;
- *		ledger.c, NewRefundKey), so that refund goes with its payment too;
+ *		bizno_action_of_foreign_key), so that refund goes with its payment too;
  *		pay_open('REFUND', biz_id) routes by biz_id alike;
  *	  - any other key (a key of another system): its first 64 characters,
  *		which is all of it but for the longest keys, and exactly what a
@@ -56,8 +56,6 @@
 #define FNV_OFFSET_BASIS	UINT32_C(2166136261)
 #define FNV_PRIME			UINT32_C(16777619)
 
-/* The prefix under which ledger.c issues refunds of foreign-keyed payments. */
-#define REFUND_PREFIX		"REFUND"
 
 PG_FUNCTION_INFO_V1(pay_route_key);
 PG_FUNCTION_INFO_V1(pay_route_parts);
@@ -117,7 +115,7 @@ RouteOfParts(const char *prefix, size_t prefix_len, const char *biz_id, size_t b
 {
 	uint32		hash = FNV_OFFSET_BASIS;
 
-	if (prefix_len != strlen(REFUND_PREFIX) || memcmp(prefix, REFUND_PREFIX, prefix_len) != 0)
+	if (!bizno_prefix_is_refund(prefix, prefix_len))
 	{
 		hash = FnvAppend(hash, prefix, prefix_len);
 		hash = FnvAppend(hash, "-", 1);
@@ -139,11 +137,8 @@ PayRouteOfKey(const char *key, size_t len, uint32 *route)
 	if (!bizno_key_is_valid(key, len))
 		return false;
 	if (!bizno_looks_generated(key, len))
-	{
-		*route = PayRouteHash(key, Min(len, BIZNO_BIZ_ID_MAX_LEN));
-		return true;
-	}
-	if (bizno_parse(key, len, &parts, &expected_check) != BIZNO_VALID)
+		bizno_action_of_foreign_key(key, len, &parts);
+	else if (bizno_parse(key, len, &parts, &expected_check) != BIZNO_VALID)
 		return false;
 	*route = RouteOfParts(parts.prefix, parts.prefix_len, parts.biz_id, parts.biz_id_len);
 	return true;

@@ -23,7 +23,7 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
-#include "idempotent_pay.h"
+#include "settings.h"
 #include "stats.h"
 
 typedef struct PayCounters

@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
- * direct.c
- *	  The API's two hot writes of the ledger through the table and index
- *	  access methods: a new payment, as
+ * write_direct.c
+ *	  Everything that bypasses the executor: the probe of the ledger's
+ *	  primary key, the journal trigger's rows, and the API's two hot writes
+ *	  of the ledger through the table and index access methods: a new
+ *	  payment, as
  *
  *		INSERT INTO pay_ledger (bizno, status, amount, currency)
  *		VALUES (...) ON CONFLICT DO NOTHING
@@ -17,11 +19,11 @@
  *			AND attempt = COALESCE(attempt, attempt)
  *
  *	  would run them, without planning, starting and ending a statement per
- *	  call (ledger.c keeps those statements for every other case).
+ *	  call (write_sql.c keeps those statements for every other case).
  *
  * Only when nothing the executor would do is left undone, and nothing a DBA
- * wrote in SQL or a procedural language would run (catalog.c,
- * LedgerDirectWriteKind): the triggers are the
+ * wrote in SQL or a procedural language would run (write_direct_policy.c
+ * decides; write.c asks it): the triggers are the
  * extension's own and are fired here as the trigger manager fires them --
  * BEFORE row triggers in name order, each seeing the tuple the one before
  * returned, a NULL skipping the write, then the AFTER row trigger (the
@@ -82,6 +84,7 @@
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -90,25 +93,8 @@
 #include "utils/snapmgr.h"
 
 #include "catalog.h"
-#include "direct.h"
-
-/*
- * The trigger functions as fired here, one FmgrInfo per trigger, kept while
- * the catalog's generation stands (the functions cache what they derive
- * from the trigger's arguments in fn_extra, as they do per statement); the
- * arrays grow with the ledger's triggers.
- */
-static MemoryContext trigger_context = NULL;
-static uint64 trigger_generation = 0;
-static int	ntrigger_functions = 0;
-static int	trigger_capacity = 0;
-static Oid *trigger_oids = NULL;
-static FmgrInfo *trigger_functions = NULL;
-
-/* The defaults, ready to evaluate, and the domain checks' caches. */
-static ExprState **default_states = NULL;
-static void *amount_domain_cache = NULL;
-static void *currency_domain_cache = NULL;
+#include "write_direct.h"
+#include "write_direct_policy.h"
 
 /* The state of one direct write: the ledger opened as a result relation. */
 typedef struct DirectWrite
@@ -117,49 +103,37 @@ typedef struct DirectWrite
 	EState	   *estate;
 	ResultRelInfo *result;
 	const PayCatalog *catalog;
+	PayDirectPolicy *policy;
 	int			search_path_level;	/* PayPinSearchPath's, or -1 */
 } DirectWrite;
 
-static void
-ForgetFunctions(const PayCatalog *catalog)
-{
-	if (trigger_context == NULL)
-		trigger_context = AllocSetContextCreate(TopMemoryContext,
-												"idempotent_pay direct writes",
-												ALLOCSET_SMALL_SIZES);
-	if (trigger_generation == catalog->generation)
-		return;
-	MemoryContextReset(trigger_context);
-	ntrigger_functions = 0;
-	trigger_capacity = 0;
-	trigger_oids = NULL;
-	trigger_functions = NULL;
-	default_states = NULL;
-	amount_domain_cache = NULL;
-	currency_domain_cache = NULL;
-	trigger_generation = catalog->generation;
-}
-
+/*
+ * The trigger functions as fired here, one FmgrInfo per trigger, kept while
+ * the policy stands (the functions cache what they derive from the
+ * trigger's arguments in fn_extra, as they do per statement); the arrays
+ * grow with the ledger's triggers.
+ */
 static FmgrInfo *
-TriggerFunction(Trigger *trigger)
+TriggerFunction(PayDirectPolicy *policy, Trigger *trigger)
 {
-	for (int i = 0; i < ntrigger_functions; i++)
-		if (trigger_oids[i] == trigger->tgoid)
-			return &trigger_functions[i];
-	if (ntrigger_functions == trigger_capacity)
+	for (int i = 0; i < policy->ntriggers; i++)
+		if (policy->trigger_oids[i] == trigger->tgoid)
+			return &policy->trigger_functions[i];
+	if (policy->ntriggers == policy->trigger_capacity)
 	{
 		/* an FmgrInfo moves with the array: none is handed out across calls */
-		trigger_capacity = Max(8, 2 * trigger_capacity);
-		trigger_oids = trigger_oids == NULL ?
-			MemoryContextAlloc(trigger_context, trigger_capacity * sizeof(Oid)) :
-			repalloc(trigger_oids, trigger_capacity * sizeof(Oid));
-		trigger_functions = trigger_functions == NULL ?
-			MemoryContextAlloc(trigger_context, trigger_capacity * sizeof(FmgrInfo)) :
-			repalloc(trigger_functions, trigger_capacity * sizeof(FmgrInfo));
+		policy->trigger_capacity = Max(8, 2 * policy->trigger_capacity);
+		policy->trigger_oids = policy->trigger_oids == NULL ?
+			MemoryContextAlloc(policy->context, policy->trigger_capacity * sizeof(Oid)) :
+			repalloc(policy->trigger_oids, policy->trigger_capacity * sizeof(Oid));
+		policy->trigger_functions = policy->trigger_functions == NULL ?
+			MemoryContextAlloc(policy->context, policy->trigger_capacity * sizeof(FmgrInfo)) :
+			repalloc(policy->trigger_functions, policy->trigger_capacity * sizeof(FmgrInfo));
 	}
-	fmgr_info_cxt(trigger->tgfoid, &trigger_functions[ntrigger_functions], trigger_context);
-	trigger_oids[ntrigger_functions] = trigger->tgoid;
-	return &trigger_functions[ntrigger_functions++];
+	fmgr_info_cxt(trigger->tgfoid, &policy->trigger_functions[policy->ntriggers],
+				  policy->context);
+	policy->trigger_oids[policy->ntriggers] = trigger->tgoid;
+	return &policy->trigger_functions[policy->ntriggers++];
 }
 
 /*
@@ -168,9 +142,10 @@ TriggerFunction(Trigger *trigger)
  * or NULL when a trigger skipped the write.
  */
 static HeapTuple
-FireRowTriggers(Relation ledger, TriggerEvent timing, TriggerEvent event,
+FireRowTriggers(DirectWrite *write, TriggerEvent timing, TriggerEvent event,
 				HeapTuple oldtuple, HeapTuple newtuple, Bitmapset *updatedcols)
 {
+	Relation	ledger = write->ledger;
 	TriggerDesc *triggers = ledger->trigdesc;
 	int			type_timing = timing == TRIGGER_EVENT_BEFORE ? TRIGGER_TYPE_BEFORE : TRIGGER_TYPE_AFTER;
 	int			type_event = event == TRIGGER_EVENT_INSERT ? TRIGGER_TYPE_INSERT : TRIGGER_TYPE_UPDATE;
@@ -197,7 +172,7 @@ FireRowTriggers(Relation ledger, TriggerEvent timing, TriggerEvent event,
 		data.tg_trigger = trigger;
 		data.tg_updatedcols = updatedcols;
 
-		InitFunctionCallInfoData(*fcinfo, TriggerFunction(trigger), 0, InvalidOid,
+		InitFunctionCallInfoData(*fcinfo, TriggerFunction(write->policy, trigger), 0, InvalidOid,
 								 (Node *) &data, NULL);
 		pgstat_init_function_usage(fcinfo, &usage);
 		result = FunctionCallInvoke(fcinfo);
@@ -219,39 +194,28 @@ FireRowTriggers(Relation ledger, TriggerEvent timing, TriggerEvent event,
 
 /*
  * Open the ledger for a direct write, or return false (nothing opened) when
- * the write must go through SQL: the catalog says no, replica mode (whose
- * trigger rules ledger.c's statements follow), another module checks the
- * executor's permissions (ExecutorCheckPerms_hook: pgaudit logs, sepgsql
- * decides, what a statement does), or the owner lacks any of the
- * privileges the statement would need -- the executor wants every one, and
- * its error is the statement's to raise.  When anything the write evaluates
- * could look a name up, search_path is pinned as for SQL until
- * EndDirectWrite.
+ * the write must go through SQL (PayDirectLedgerWriteAllowed).  When
+ * anything the write evaluates could look a name up, search_path is pinned
+ * as for SQL until EndDirectWrite.
  */
 static bool
 BeginDirectWrite(FunctionCallInfo fcinfo, CmdType operation, DirectWrite *write)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
-	AclMode		privileges = operation == CMD_INSERT ? ACL_INSERT : ACL_SELECT | ACL_UPDATE;
 
-	/* a read-only transaction or a standby: the executor's refusal (25006) */
-	if (catalog->ledger_direct_kind == PAY_EXPRESSION_FOREIGN ||
-		SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ||
-		XactReadOnly || IsInParallelMode() || ExecutorCheckPerms_hook != NULL)
+	if (!PayDirectLedgerWriteAllowed(PayDirectPolicyGet(fcinfo), catalog, operation, NULL))
 		return false;
 
 	/* the lock the statement would take, kept to the end of the transaction */
 	write->ledger = table_open(catalog->ledger, RowExclusiveLock);
 	/* what the lock brought in: the ledger (and its indexes) as they are now */
+	write->policy = PayDirectPolicyGet(fcinfo);
 	write->catalog = catalog = PayCatalogGetTables(fcinfo);
-	if (catalog->ledger_direct_kind == PAY_EXPRESSION_FOREIGN ||
-		RelationGetRelid(write->ledger) != catalog->ledger ||
-		pg_class_aclmask(catalog->ledger, GetUserId(), privileges, ACLMASK_ALL) != privileges)
+	if (!PayDirectLedgerWriteAllowed(write->policy, catalog, operation, write->ledger))
 	{
 		table_close(write->ledger, NoLock);
 		return false;
 	}
-	ForgetFunctions(catalog);
 	/* as the executor checks a result relation before it reads a row */
 	CheckCmdReplicaIdentity(write->ledger, operation);
 
@@ -260,7 +224,7 @@ BeginDirectWrite(FunctionCallInfo fcinfo, CmdType operation, DirectWrite *write)
 	InitResultRelInfo(write->result, write->ledger, 0, NULL, 0);
 	ExecOpenIndices(write->result, operation == CMD_INSERT);
 	/* a DBA's default, domain check or index may look a name up */
-	write->search_path_level = catalog->ledger_direct_kind == PAY_EXPRESSION_PLAIN ? -1 :
+	write->search_path_level = write->policy->ledger_kind == PAY_EXPRESSION_PLAIN ? -1 :
 		PayPinSearchPath(catalog);
 
 	/* a statement's snapshot and command, as SPI takes them */
@@ -305,7 +269,7 @@ RaiseSerializationFailure(const char *what)
 
 /*
  * The domain check of amount or currency, when its column is of a domain
- * (catalog.c trusts its checks): what the executor's coercion does.
+ * (the policy trusts its checks): what the executor's coercion does.
  */
 static void
 CheckDomain(DirectWrite *write, LedgerColumn column, Datum value, bool isnull, void **cache)
@@ -315,7 +279,7 @@ CheckDomain(DirectWrite *write, LedgerColumn column, Datum value, bool isnull, v
 
 	/* a cache exists once a check ran: the type is a domain */
 	if (*cache != NULL || get_typtype(type) == TYPTYPE_DOMAIN)
-		domain_check(value, isnull, type, cache, trigger_context);
+		domain_check(value, isnull, type, cache, write->policy->context);
 }
 
 /*
@@ -331,24 +295,25 @@ FormNewRow(DirectWrite *write, Datum bizno, PayStatus status, bool amount_null,
 	Datum	   *values = palloc(sizeof(Datum) * tupdesc->natts);
 	bool	   *nulls = palloc(sizeof(bool) * tupdesc->natts);
 
-	if (default_states == NULL)
+	if (write->policy->default_states == NULL)
 	{
-		MemoryContext old_context = MemoryContextSwitchTo(trigger_context);
+		MemoryContext old_context = MemoryContextSwitchTo(write->policy->context);
 		ExprState **states = palloc0(sizeof(ExprState *) * tupdesc->natts);
 
 		for (int a = 0; a < tupdesc->natts; a++)
-			if (write->catalog->ledger_defaults[a] != NULL)
-				states[a] = ExecInitExpr(write->catalog->ledger_defaults[a], NULL);
+			if (write->policy->ledger_defaults[a] != NULL)
+				states[a] = ExecInitExpr(write->policy->ledger_defaults[a], NULL);
 		MemoryContextSwitchTo(old_context);
-		default_states = states;	/* only once complete */
+		write->policy->default_states = states; /* only once complete */
 	}
 
 	for (int a = 0; a < tupdesc->natts; a++)
 	{
 		nulls[a] = true;
 		values[a] = (Datum) 0;
-		if (default_states[a] != NULL)
-			values[a] = ExecEvalExprSwitchContext(default_states[a], econtext, &nulls[a]);
+		if (write->policy->default_states[a] != NULL)
+			values[a] = ExecEvalExprSwitchContext(write->policy->default_states[a], econtext,
+												  &nulls[a]);
 	}
 	values[col[LEDGER_BIZNO] - 1] = bizno;
 	nulls[col[LEDGER_BIZNO] - 1] = false;
@@ -358,8 +323,8 @@ FormNewRow(DirectWrite *write, Datum bizno, PayStatus status, bool amount_null,
 	nulls[col[LEDGER_AMOUNT] - 1] = amount_null;
 	values[col[LEDGER_CURRENCY] - 1] = currency;
 	nulls[col[LEDGER_CURRENCY] - 1] = currency_null;
-	CheckDomain(write, LEDGER_AMOUNT, amount, amount_null, &amount_domain_cache);
-	CheckDomain(write, LEDGER_CURRENCY, currency, currency_null, &currency_domain_cache);
+	CheckDomain(write, LEDGER_AMOUNT, amount, amount_null, &write->policy->amount_domain_cache);
+	CheckDomain(write, LEDGER_CURRENCY, currency, currency_null, &write->policy->currency_domain_cache);
 	return heap_form_tuple(tupdesc, values, nulls);
 }
 
@@ -398,8 +363,7 @@ CheckConflictVisible(DirectWrite *write, ItemPointer conflict)
  */
 bool
 PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
-				bool amount_null, Datum amount, bool currency_null, Datum currency,
-				bool *inserted)
+				const PaymentAmount *amount, bool *inserted)
 {
 	DirectWrite write;
 	HeapTuple	tuple;
@@ -410,8 +374,9 @@ PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 		return false;
 
 	*inserted = false;
-	tuple = FormNewRow(&write, bizno, status, amount_null, amount, currency_null, currency);
-	tuple = FireRowTriggers(write.ledger, TRIGGER_EVENT_BEFORE, TRIGGER_EVENT_INSERT,
+	tuple = FormNewRow(&write, bizno, status, !amount->has_amount, amount->amount,
+					   !amount->has_currency, amount->currency);
+	tuple = FireRowTriggers(&write, TRIGGER_EVENT_BEFORE, TRIGGER_EVENT_INSERT,
 							NULL, tuple, NULL);
 	if (tuple != NULL)
 	{
@@ -458,7 +423,7 @@ PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 			after_conflict = true;
 		}
 		if (*inserted)
-			FireRowTriggers(write.ledger, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_INSERT, NULL,
+			FireRowTriggers(&write, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_INSERT, NULL,
 							ExecFetchSlotHeapTuple(slot, true, NULL), NULL);
 	}
 	EndDirectWrite(&write);
@@ -474,7 +439,7 @@ SettleApplies(DirectWrite *write, const PaySettleWrite *settle, TupleTableSlot *
 	Datum		status = slot_getattr(slot, col[LEDGER_STATUS], &isnull);
 	Datum		bizno;
 
-	if (isnull || DatumGetObjectId(status) != write->catalog->status_labels[PAY_PROCESSING])
+	if (isnull || DatumGetObjectId(status) != write->catalog->status_labels[settle->from])
 		return false;
 	/*
 	 * The index condition too, as EvalPlanQual checks it on a newer version,
@@ -500,11 +465,11 @@ SettleApplies(DirectWrite *write, const PaySettleWrite *settle, TupleTableSlot *
 /*
  * Find the row of bizno visible to snapshot through the ledger's primary
  * key pkey, into slot (which keeps its buffer pinned); false when there is
- * none.  The one probe of the ledger: ProbeRow's (ledger.c) and the
- * settling UPDATE's.
+ * none.  The one probe of the ledger: PayDirectProbe's and the settling
+ * UPDATE's.
  */
-bool
-PayFetchLedgerRow(Relation ledger, Relation pkey, Snapshot snapshot, Datum bizno,
+static bool
+FetchByKey(Relation ledger, Relation pkey, Snapshot snapshot, Datum bizno,
 				  TupleTableSlot *slot)
 {
 	IndexScanDesc scan;
@@ -525,7 +490,7 @@ static bool
 FetchRow(DirectWrite *write, Datum bizno, TupleTableSlot *slot)
 {
 	Relation	pkey = index_open(write->catalog->ledger_pkey, AccessShareLock);
-	bool		found = PayFetchLedgerRow(write->ledger, pkey, write->estate->es_snapshot,
+	bool		found = FetchByKey(write->ledger, pkey, write->estate->es_snapshot,
 										  bizno, slot);
 
 	index_close(pkey, NoLock);	/* held to the end, as the executor holds it */
@@ -661,7 +626,7 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 		nulls[4] = settle->response_null;
 		newtuple = heap_modify_tuple_by_cols(oldtuple, RelationGetDescr(write.ledger),
 											 5, columns, values, nulls);
-		newtuple = FireRowTriggers(write.ledger, TRIGGER_EVENT_BEFORE, TRIGGER_EVENT_UPDATE,
+		newtuple = FireRowTriggers(&write, TRIGGER_EVENT_BEFORE, TRIGGER_EVENT_UPDATE,
 								   oldtuple, newtuple, updatedcols);
 		if (newtuple == NULL)
 			break;				/* a trigger skipped the write */
@@ -694,11 +659,110 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 			NoteUnchangedIndexes(write.result, updatedcols);
 			ExecInsertIndexTuples(write.result, newslot, write.estate, true, false, NULL, NIL);
 		}
-		FireRowTriggers(write.ledger, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_UPDATE, oldtuple,
+		FireRowTriggers(&write, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_UPDATE, oldtuple,
 						ExecFetchSlotHeapTuple(newslot, true, NULL), updatedcols);
 		*settled = true;
 		break;
 	}
 	EndDirectWrite(&write);
 	return true;
+}
+
+/*
+ * The plain read of the row of bizno: a probe of the primary key under the
+ * snapshot a new statement would take (a fresh one in READ COMMITTED, the
+ * transaction's otherwise), with the predicate locks of SERIALIZABLE taken
+ * by the index and heap access methods.  false when there is no row.  As
+ * the executor would for a SELECT of the row, it needs SELECT on the ledger
+ * (or on all its columns) and keeps its lock until the transaction ends, so
+ * that no ALTER TABLE rewrites the ledger under a transaction that read it.
+ */
+bool
+PayDirectProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
+{
+	Relation	ledger = table_open(PayCatalogGetTables(fcinfo)->ledger, AccessShareLock);
+	/* the columns as they are now that the ledger is locked */
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	const AttrNumber *col = catalog->ledger_attnums;
+	Relation	pkey;
+	TupleTableSlot *slot;
+	Snapshot	snapshot;
+	bool		found;
+
+	if (pg_class_aclcheck(catalog->ledger, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(catalog->ledger, GetUserId(), ACL_SELECT,
+								  ACLMASK_ALL) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, RelationGetRelationName(ledger));
+	pkey = index_open(catalog->ledger_pkey, AccessShareLock);
+	slot = table_slot_create(ledger, NULL);
+
+	/* see this transaction's own earlier writes, as a statement would */
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+
+	found = FetchByKey(ledger, pkey, snapshot, bizno, slot);
+	if (found)
+	{
+		bool		isnull;
+
+		row->status = PayStatusFromLabel(catalog,
+										 DatumGetObjectId(slot_getattr(slot, col[LEDGER_STATUS],
+																	   &isnull)));
+		row->amount = slot_getattr(slot, col[LEDGER_AMOUNT], &row->amount_null);
+		if (!row->amount_null)
+			row->amount = datumCopy(row->amount, false, -1);
+		row->currency = slot_getattr(slot, col[LEDGER_CURRENCY], &row->currency_null);
+		if (!row->currency_null)
+			row->currency = datumCopy(row->currency, false, -1);
+		row->attempt = DatumGetInt32(slot_getattr(slot, col[LEDGER_ATTEMPT], &isnull));
+		row->channel_ref = slot_getattr(slot, col[LEDGER_CHANNEL_REF], &row->channel_ref_null);
+		if (!row->channel_ref_null)
+			row->channel_ref = datumCopy(row->channel_ref, false, -1);
+		row->response_null = true;
+		if (col[LEDGER_RESPONSE] != InvalidAttrNumber)
+			row->response = slot_getattr(slot, col[LEDGER_RESPONSE], &row->response_null);
+		if (!row->response_null)
+			row->response = datumCopy(row->response, false, -1);
+	}
+	UnregisterSnapshot(snapshot);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(pkey, NoLock);
+	table_close(ledger, NoLock);
+	return found;
+}
+
+/*
+ * Append one row to the journal, already opened and locked, as logical
+ * replication's apply inserts a row: NOT NULL and CHECK constraints, heap,
+ * then every index.  values and nulls are indexed by JournalColumn.
+ */
+void
+PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
+					   const Datum *values, const bool *nulls)
+{
+	TupleDesc	tupdesc = RelationGetDescr(journal);
+	EState	   *estate = CreateExecutorState();
+	ResultRelInfo *result_rel = makeNode(ResultRelInfo);
+	TupleTableSlot *slot = ExecInitExtraTupleSlot(estate, tupdesc, &TTSOpsVirtual);
+
+	InitResultRelInfo(result_rel, journal, 0, NULL, 0);
+	ExecOpenIndices(result_rel, false);
+
+	ExecClearTuple(slot);
+	memset(slot->tts_isnull, true, sizeof(bool) * tupdesc->natts);
+	for (int i = 0; i < JOURNAL_COLUMNS; i++)
+	{
+		slot->tts_values[catalog->journal_attnums[i] - 1] = values[i];
+		slot->tts_isnull[catalog->journal_attnums[i] - 1] = nulls[i];
+	}
+	ExecStoreVirtualTuple(slot);
+
+	if (tupdesc->constr)
+		ExecConstraints(result_rel, slot, estate);
+	table_tuple_insert(journal, slot, GetCurrentCommandId(true), 0, NULL);
+	ExecInsertIndexTuples(result_rel, slot, estate, false, false, NULL, NIL);
+
+	ExecCloseIndices(result_rel);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
 }

@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * idempotent_pay.h
- *	  The settings of idempotent_pay, defined in idempotent_pay.c.
+ * settings.h
+ *	  The settings of idempotent_pay, defined in settings.c.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef IDEMPOTENT_PAY_H
-#define IDEMPOTENT_PAY_H
+#ifndef PAY_SETTINGS_H
+#define PAY_SETTINGS_H
 
 #include "postgres.h"
 
@@ -41,4 +41,6 @@ extern int	pay_parameter_change;
 /* idempotent_pay.max_response_bytes: the largest response stored */
 extern int	pay_max_response_bytes;
 
-#endif							/* IDEMPOTENT_PAY_H */
+extern void PayDefineSettings(void);
+
+#endif							/* PAY_SETTINGS_H */

@@ -1,13 +1,14 @@
 /*-------------------------------------------------------------------------
  *
- * guard.h
- *	  The pay_guard trigger, shared by the ledger, the journal and user
- *	  tables, and the checks and errors every trigger of the extension shares.
+ * trigger_common.h
+ *	  The checks and errors every trigger of the extension shares, and the
+ *	  reading of ledger rows the ledger's own triggers share
+ *	  (trigger_common.c).
  *
  *-------------------------------------------------------------------------
  */
-#ifndef GUARD_H
-#define GUARD_H
+#ifndef PAY_TRIGGER_COMMON_H
+#define PAY_TRIGGER_COMMON_H
 
 #include "postgres.h"
 
@@ -17,6 +18,7 @@
 #include "fmgr.h"
 #include "utils/relcache.h"
 
+#include "catalog.h"
 #include "machine.h"
 
 /* The row events a trigger of the extension accepts (TRIGGER_EVENT_INSERT is 0). */
@@ -43,4 +45,11 @@ extern char *PayRowKeyDescription(Relation rel, HeapTuple tuple);
 extern bool PayColumnUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 							   AttrNumber attnum);
 
-#endif							/* GUARD_H */
+/* The ledger's own triggers */
+extern const PayCatalog *PayCheckLedgerTrigger(FunctionCallInfo fcinfo, const char *function,
+											   TriggerEvent timing);
+extern Datum PayLedgerColumn(HeapTuple tuple, Relation rel, AttrNumber attnum, bool *isnull);
+extern Datum PayRequiredColumn(HeapTuple tuple, Relation rel, AttrNumber attnum);
+extern PayStatus PayLedgerStatus(const PayCatalog *catalog, Relation rel, HeapTuple tuple);
+
+#endif							/* PAY_TRIGGER_COMMON_H */

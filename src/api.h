@@ -1,16 +1,30 @@
 /*-------------------------------------------------------------------------
  *
- * ledger.h
- *	  The payment API, reached from SQL only.
+ * api.h
+ *	  The payment API's SQL entry points (api_claim.c, api_settle.c,
+ *	  api_refund.c), and the versions of its rules.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef LEDGER_H
-#define LEDGER_H
+#ifndef PAY_API_H
+#define PAY_API_H
 
 #include "postgres.h"
 
 #include "fmgr.h"
+
+/*
+ * The rules a version's SQL promised its callers; later versions keep the
+ * earlier ones' rules and add their own.  Each version's SQL binds entry
+ * points of its own where the rules changed, as pg_stat_statements does,
+ * so an installed 1.2 keeps 1.2's rules until ALTER EXTENSION UPDATE.
+ */
+typedef enum PayApi
+{
+	PAY_API_1_1,				/* 1.0 and 1.1 */
+	PAY_API_1_2,				/* a new payment needs its amount */
+	PAY_API_1_3					/* the guarantee does not depend on the caller */
+} PayApi;
 
 extern Datum pay_open(PG_FUNCTION_ARGS);
 extern Datum pay_begin(PG_FUNCTION_ARGS);
@@ -33,4 +47,4 @@ extern Datum pay_transition_1_3(PG_FUNCTION_ARGS);
 extern Datum pay_refund_open_1_3(PG_FUNCTION_ARGS);
 extern Datum pay_confirm_second_charge(PG_FUNCTION_ARGS);
 
-#endif							/* LEDGER_H */
+#endif							/* PAY_API_H */

@@ -1,0 +1,143 @@
+/*-------------------------------------------------------------------------
+ *
+ * api_args.c
+ *	  The API's arguments, read and held to their rules before anything is
+ *	  read or written, and the comparisons of what a caller passed with
+ *	  what the ledger holds.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+#include "utils/numeric.h"
+
+#include "amount.h"
+#include "api_args.h"
+#include "bizno.h"
+
+const char *
+PayKeyDescription(Datum bizno)
+{
+	return psprintf("bizNo %s", TextDatumGetCString(bizno));
+}
+
+void
+PayRaiseUnknownPayment(Datum bizno)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NO_DATA_FOUND),
+			 errmsg("unknown payment %s", TextDatumGetCString(bizno)),
+			 errhint("Start the payment first: pay_open, or pay_begin with its amount.")));
+}
+
+/* The bizNo argument: required, and a valid key. */
+Datum
+PayKeyArgument(FunctionCallInfo fcinfo, int argno)
+{
+	BiznoParts	parts;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("bizno must not be null"),
+				 errhint("Pass the bizNo the payment was opened with.")));
+	BiznoCheckKey(PG_GETARG_TEXT_PP(argno), &parts);
+	return PointerGetDatum(PG_GETARG_TEXT_PP(argno));
+}
+
+void
+PayRequireArgument(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", name),
+				 errhint("Pass a value for %s.", name)));
+}
+
+/*
+ * A text argument that is not required: NULL, or its C string once it is
+ * held to the bound of what it is (since 1.3).
+ */
+const char *
+PayBoundedTextArgument(FunctionCallInfo fcinfo, int argno, const char *what,
+					int max_chars, PayApi api)
+{
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	if (api >= PAY_API_1_3)
+		PayCheckTextLength(PG_GETARG_TEXT_PP(argno), what, max_chars);
+	return TextDatumGetCString(PG_GETARG_DATUM(argno));
+}
+
+/*
+ * Amount and currency arguments, each optional, held to amount.c's rule;
+ * since 1.3 a currency is an active ISO 4217 code, in whose minor units the
+ * amount is given.
+ */
+PaymentAmount
+PayAmountArguments(FunctionCallInfo fcinfo, int amount_arg, int currency_arg, PayApi api)
+{
+	PaymentAmount result = {0};
+
+	if (!PG_ARGISNULL(amount_arg))
+	{
+		PayCheckAmount(PG_GETARG_NUMERIC(amount_arg));
+		result.has_amount = true;
+		result.amount = PG_GETARG_DATUM(amount_arg);
+	}
+	if (!PG_ARGISNULL(currency_arg))
+	{
+		PayCheckCurrency(PG_GETARG_TEXT_PP(currency_arg));
+		if (api >= PAY_API_1_3)
+			PayCheckCurrencyKnown(PG_GETARG_TEXT_PP(currency_arg));
+		result.has_currency = true;
+		result.currency = PointerGetDatum(PG_GETARG_TEXT_PP(currency_arg));
+	}
+	if (api >= PAY_API_1_3 && result.has_amount && result.has_currency)
+		PayCheckAmountFits(DatumGetNumeric(result.amount), DatumGetTextPP(result.currency));
+	return result;
+}
+
+/* Byte equality of two texts: currency codes are ASCII. */
+bool
+PayTextEqual(Datum a, Datum b)
+{
+	text	   *x = DatumGetTextPP(a);
+	text	   *y = DatumGetTextPP(b);
+
+	return VARSIZE_ANY_EXHDR(x) == VARSIZE_ANY_EXHDR(y) &&
+		memcmp(VARDATA_ANY(x), VARDATA_ANY(y), VARSIZE_ANY_EXHDR(x)) == 0;
+}
+
+bool
+PayAmountFieldDiffers(const LedgerRow *row, const PaymentAmount *amount)
+{
+	return amount->has_amount &&
+		(row->amount_null ||
+		 !DatumGetBool(DirectFunctionCall2(numeric_eq, row->amount, amount->amount)));
+}
+
+bool
+PayCurrencyFieldDiffers(const LedgerRow *row, const PaymentAmount *amount)
+{
+	return amount->has_currency &&
+		(row->currency_null || !PayTextEqual(row->currency, amount->currency));
+}
+
+bool
+PayAmountDiffers(const LedgerRow *row, const PaymentAmount *amount)
+{
+	return PayAmountFieldDiffers(row, amount) || PayCurrencyFieldDiffers(row, amount);
+}
+
+const char *
+PayAmountText(bool amount_null, Datum amount, bool currency_null, Datum currency)
+{
+	return psprintf("%s %s",
+					amount_null ? "(none)" :
+					DatumGetCString(DirectFunctionCall1(numeric_out, amount)),
+					currency_null ? "" : TextDatumGetCString(currency));
+}
+

@@ -1,0 +1,492 @@
+/*-------------------------------------------------------------------------
+ *
+ * api_claim.c
+ *	  Starting and claiming payments: pay_open, pay_begin, pay_claim and
+ *	  pay_open_claim.
+ *
+ * Every function runs as the extension owner (SECURITY DEFINER) and reads
+ * and writes the ledger through write.h alone.  A decision that writes is
+ * taken on the row as re-read under FOR UPDATE; decisions that do not write
+ * (ALREADY_SUCCEEDED, IN_PROGRESS) are taken on a plain read, because
+ * SUCCESS never changes and a PROCESSING row answered IN_PROGRESS is never
+ * charged.  The plain read is the probe of the primary key
+ * (PayLedgerProbe): it is the whole duplicate-retry path, and the first
+ * step of every new payment.  The ledger's triggers enforce the state
+ * machine and write the journal for these writes as for any other; a note
+ * for the journal travels in the row written (the ledger's note column).
+ *
+ * What to do with a payment is never decided here: pay_begin asks
+ * PayDecideBegin (machine.c).
+ *
+ * 1.3's rules make the guarantee independent of the caller getting every
+ * detail right: a new payment needs amount and currency, an active ISO
+ * 4217 one with the amount in its minor units, and mismatches name the
+ * field (pay_amount_frozen, pay_currency_frozen, and pay_parameter_changed
+ * under idempotent_pay.parameter_change = refuse).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/numeric.h"
+
+#include "api.h"
+#include "api_args.h"
+#include "bizno.h"
+#include "catalog.h"
+#include "settings.h"
+#include "machine.h"
+#include "reason.h"
+#include "stats.h"
+#include "write.h"
+
+PG_FUNCTION_INFO_V1(pay_open);
+PG_FUNCTION_INFO_V1(pay_begin);
+PG_FUNCTION_INFO_V1(pay_begin_1_2);
+PG_FUNCTION_INFO_V1(pay_claim);
+PG_FUNCTION_INFO_V1(pay_open_claim);
+PG_FUNCTION_INFO_V1(pay_open_1_3);
+PG_FUNCTION_INFO_V1(pay_begin_1_3);
+PG_FUNCTION_INFO_V1(pay_claim_1_3);
+PG_FUNCTION_INFO_V1(pay_open_claim_1_3);
+
+/*
+ * Refuse (55000) a change of one field of a payment's amount -- the amount
+ * or the currency, the reason naming which -- with both values.
+ */
+static void
+RaiseFieldChange(Datum bizno, const LedgerRow *row, const char *field,
+				 const char *recorded, const char *requested, PayReasonId reason)
+{
+	ereport(ERROR,
+			(errmsg("payment %s is %s: its %s cannot change", TextDatumGetCString(bizno),
+					PayStatusName(row->status), field),
+			 errdetail("Recorded %s: %s; requested: %s.", field, recorded, requested),
+			 PayReason(reason)));
+}
+
+/*
+ * A payment keeps one amount while it is charged: a different amount is
+ * refused (55000) while PROCESSING or SUCCESS, and replaced -- journaled by
+ * the ledger's trigger -- while INIT or FAILED, unless, since 1.3,
+ * idempotent_pay.parameter_change = refuse.  Since 1.3 the refusal names
+ * the field that differs.  row must be locked when it is INIT or FAILED.
+ */
+static void
+ApplyAmount(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
+			const PaymentAmount *amount, PayApi api)
+{
+	if (!PayAmountDiffers(row, amount))
+		return;
+
+	if (api >= PAY_API_1_3 &&
+		(PayStatusIsFrozen(row->status) || pay_parameter_change == PAY_PARAMETER_CHANGE_REFUSE))
+	{
+		bool		frozen = PayStatusIsFrozen(row->status);
+
+		if (PayCurrencyFieldDiffers(row, amount))
+			RaiseFieldChange(bizno, row, "currency",
+							 row->currency_null ? "(none)" : TextDatumGetCString(row->currency),
+							 TextDatumGetCString(amount->currency),
+							 frozen ? PAY_REASON_CURRENCY_FROZEN : PAY_REASON_PARAMETER_CHANGED);
+		RaiseFieldChange(bizno, row, "amount",
+						 row->amount_null ? "(none)" :
+						 DatumGetCString(DirectFunctionCall1(numeric_out, row->amount)),
+						 DatumGetCString(DirectFunctionCall1(numeric_out, amount->amount)),
+						 frozen ? PAY_REASON_AMOUNT_FROZEN : PAY_REASON_PARAMETER_CHANGED);
+	}
+	if (PayStatusIsFrozen(row->status))
+		ereport(ERROR,
+				(errmsg("payment %s is %s: its amount cannot change",
+						TextDatumGetCString(bizno), PayStatusName(row->status)),
+				 errdetail("Recorded: %s; requested: %s.",
+						   PayAmountText(row->amount_null, row->amount,
+									  row->currency_null, row->currency),
+						   PayAmountText(!amount->has_amount, amount->amount,
+									  !amount->has_currency, amount->currency)),
+				 PayReason(PAY_REASON_AMOUNT_FROZEN_1_2)));
+
+	PayLedgerSetAmount(catalog, bizno,
+					   !amount->has_amount && row->amount_null,
+					   amount->has_amount ? amount->amount : row->amount,
+					   !amount->has_currency && row->currency_null,
+					   amount->has_currency ? amount->currency : row->currency);
+}
+
+/*
+ * Insert failed on a unique key but no row has this bizNo: another bizNo
+ * may hold the same (prefix, biz_id).  Raise 23505 naming it; return when
+ * there is none (the holder vanished meanwhile, or another unique index of
+ * the DBA's refused the row).
+ */
+static void
+RaiseIfOrderTaken(const PayCatalog *catalog, Datum bizno)
+{
+	text	   *key = DatumGetTextPP(bizno);
+	BiznoParts	parts;
+	char		expected_check;
+	Datum		args[2];
+	LedgerRow	holder;
+
+	if (bizno_parse(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), &parts,
+					&expected_check) != BIZNO_VALID)
+		return;
+	args[0] = PointerGetDatum(cstring_to_text_with_len(parts.prefix, parts.prefix_len));
+	args[1] = PointerGetDatum(cstring_to_text_with_len(parts.biz_id, parts.biz_id_len));
+	if (PayLedgerFindOrder(catalog, args[0], args[1], &holder))
+		ereport(ERROR,
+				(errmsg("business action %s %s already has bizNo %s",
+						TextDatumGetCString(args[0]), TextDatumGetCString(args[1]),
+						TextDatumGetCString(holder.bizno)),
+				 errdetail("bizNo %s was not recorded: one business action has one bizNo.",
+						   text_to_cstring(key)),
+				 PayReasonWith(PAY_REASON_ORDER_TAKEN, TextDatumGetCString(holder.bizno))));
+}
+
+/*
+ * Carry out the machine's pay_begin decision on a row read plainly (when
+ * the decision writes nothing) or under lock (when it does).
+ */
+static PayAction
+Begin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
+	  const PaymentAmount *amount, PayBeginDecision decision, PayApi api)
+{
+	ApplyAmount(catalog, bizno, row, amount, api);
+	for (int i = 0; i < decision.nsteps; i++)
+		PayLedgerSetStatus(catalog, bizno, decision.steps[i],
+				  decision.steps[i] == PAY_INIT ?
+				  "reset by pay_begin (idempotent_pay.retry_failed = auto)" : NULL);
+	return decision.action;
+}
+
+/*
+ * The pay_begin decision on bizno, carried out; returns the action.  When
+ * after is not NULL it receives the payment as the call leaves it (for
+ * pay_claim): the row read if nothing was locked or written, else the row
+ * read again.  pay_begin passes NULL and reads nothing more.  Call it
+ * inside SPI.
+ */
+static PayAction
+Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+	  const PaymentAmount *amount, PayApi api, LedgerRow *after)
+{
+	bool		retry_failed = pay_retry_failed == PAY_RETRY_AUTO;
+	PayBeginDecision decision;
+	PayAction	action;
+	LedgerRow	row;
+	bool		row_is_current = false;
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!PayLedgerProbe(fcinfo, bizno, &row))
+		{
+			if (api >= PAY_API_1_2 && !amount->has_amount)
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("payment %s is new: its amount must not be null",
+								TextDatumGetCString(bizno)),
+						 errhint("Pass the amount and currency to charge with the first claim, or open the payment with pay_open.")));
+			if (api >= PAY_API_1_3 && !amount->has_currency)
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("payment %s is new: its currency must not be null",
+								TextDatumGetCString(bizno)),
+						 errhint("Pass the amount and currency to charge with the first claim, or open the payment with pay_open.")));
+			decision = PayDecideBegin(PAY_NEW_ROW, retry_failed);
+			if (PayLedgerInsert(fcinfo, catalog, bizno, decision.steps[0], amount,
+								PAY_INSERT_IF_ABSENT))
+			{
+				action = decision.action;
+				break;
+			}
+			if (!PayLedgerProbe(fcinfo, bizno, &row))
+			{
+				RaiseIfOrderTaken(catalog, bizno);
+
+				/*
+				 * No row holds this bizNo or its business action, yet a
+				 * unique index refused it: one of the DBA's, or the holder
+				 * is gone.  Insert without ON CONFLICT: PostgreSQL names the
+				 * index that refuses it, or the row goes in.
+				 */
+				PayRequireRowWritten(PayLedgerInsert(fcinfo, catalog, bizno, decision.steps[0],
+													 amount, PAY_INSERT_STRICT), bizno);
+				action = decision.action;
+				break;
+			}
+		}
+		decision = PayDecideBegin(row.status, retry_failed);
+		row_is_current = true;
+		/* a decision that writes is taken again on the row under lock */
+		if (decision.nsteps > 0 ||
+			(!PayStatusIsFrozen(row.status) && PayAmountDiffers(&row, amount)))
+		{
+			if (!PayLedgerLock(catalog, bizno, &row))
+				continue;		/* deleted meanwhile */
+			decision = PayDecideBegin(row.status, retry_failed);
+			row_is_current = false;
+		}
+		action = Begin(catalog, bizno, &row, amount, decision, api);
+		break;
+	}
+
+	if (after != NULL)
+	{
+		if (row_is_current)
+			*after = row;
+		else if (!PayLedgerProbe(fcinfo, bizno, after))
+			PayRequireRowWritten(false, bizno);
+	}
+	return action;
+}
+
+/*
+ * pay_begin(bizno text, amount numeric, currency text) returns pay_action
+ *
+ * An entry point per version, as pg_stat_statements keeps them: the SQL of
+ * 1.3 binds pay_begin_1_3, that of 1.2 pay_begin_1_2, which refuses a new
+ * payment without an amount (22004); the SQL of 1.0 and 1.1, still
+ * installed until ALTER EXTENSION UPDATE, binds pay_begin, which records it
+ * with none, as those versions did.
+ */
+static Datum
+BeginPayment(FunctionCallInfo fcinfo, PayApi api)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	Datum		bizno = PayKeyArgument(fcinfo, 0);
+	PaymentAmount amount = PayAmountArguments(fcinfo, 1, 2, api);
+	PayAction	action;
+
+	SPI_connect();
+	action = Claim(fcinfo, catalog, bizno, &amount, api, NULL);
+	SPI_finish();
+
+	PayStatsCountAnswer(action);
+	PG_RETURN_DATUM(PayActionGetDatum(catalog, action));
+}
+
+/* pay_begin as the SQL of 1.0 and 1.1 binds it: no amount required */
+Datum
+pay_begin(PG_FUNCTION_ARGS)
+{
+	return BeginPayment(fcinfo, PAY_API_1_1);
+}
+
+/* pay_begin as the SQL of 1.2 binds it: a new payment needs its amount */
+Datum
+pay_begin_1_2(PG_FUNCTION_ARGS)
+{
+	return BeginPayment(fcinfo, PAY_API_1_2);
+}
+
+Datum
+pay_begin_1_3(PG_FUNCTION_ARGS)
+{
+	return BeginPayment(fcinfo, PAY_API_1_3);
+}
+
+/*
+ * The pay_claim composite of an action and the payment as it stands:
+ * (action, attempt, status, channel_ref, response), with bizno in front
+ * when the result type has six columns (pay_open_claim).
+ */
+static Datum
+ClaimResult(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+			PayAction action, const LedgerRow *row)
+{
+	TupleDesc	tupdesc;
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+	int			n = 0;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "the result of a claim is not a composite type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	if (tupdesc->natts == 6)
+		values[n++] = bizno;
+	values[n++] = PayActionGetDatum(catalog, action);
+	values[n++] = Int32GetDatum(row->attempt);
+	values[n++] = PayStatusGetDatum(catalog, row->status);
+	nulls[n] = row->channel_ref_null;
+	values[n++] = row->channel_ref;
+	nulls[n] = row->response_null;
+	values[n++] = row->response;
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+}
+
+/*
+ * pay_claim(bizno text, amount numeric, currency text) returns pay_claim
+ *
+ * pay_begin's decision, with what the caller needs in the same round trip:
+ * the attempt to charge under (PROCEED) or in flight (IN_PROGRESS), and
+ * the reference and stored response of a success (ALREADY_SUCCEEDED).
+ */
+static Datum
+ClaimPayment(FunctionCallInfo fcinfo, PayApi api)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	Datum		bizno = PayKeyArgument(fcinfo, 0);
+	PaymentAmount amount = PayAmountArguments(fcinfo, 1, 2, api);
+	PayAction	action;
+	LedgerRow	row;
+	Datum		result;
+
+	SPI_connect();
+	action = Claim(fcinfo, catalog, bizno, &amount, api, &row);
+	result = SPI_datumTransfer(ClaimResult(fcinfo, catalog, bizno, action, &row), false, -1);
+	SPI_finish();
+
+	PayStatsCountAnswer(action);
+	PG_RETURN_DATUM(result);
+}
+
+Datum
+pay_claim(PG_FUNCTION_ARGS)
+{
+	return ClaimPayment(fcinfo, PAY_API_1_2);
+}
+
+Datum
+pay_claim_1_3(PG_FUNCTION_ARGS)
+{
+	return ClaimPayment(fcinfo, PAY_API_1_3);
+}
+
+/*
+ * The bizNo of business action (prefix, biz_id): the recorded one (its
+ * amount replaced while INIT or FAILED), or a new one recorded as INIT.
+ * Call it inside SPI; the bizNo is in the caller's memory.
+ */
+static Datum
+OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amount,
+		  PayApi api)
+{
+	text	   *prefix;
+	text	   *biz_id;
+	Datum		order[2];
+	Datum		bizno;
+	LedgerRow	row;
+	char		buf[BIZNO_MAX_LEN + 1];
+	PayInsertConflict conflict = PAY_INSERT_IF_ABSENT;
+
+	PayRequireArgument(fcinfo, 0, "prefix");
+	PayRequireArgument(fcinfo, 1, "biz_id");
+	PayRequireArgument(fcinfo, 2, "amount");
+	if (api >= PAY_API_1_3)
+		PayRequireArgument(fcinfo, 3, "currency");
+	prefix = PG_GETARG_TEXT_PP(0);
+	biz_id = PG_GETARG_TEXT_PP(1);
+	BiznoCheckParts(prefix, biz_id);
+	*amount = PayAmountArguments(fcinfo, 2, 3, api);
+	order[0] = PointerGetDatum(prefix);
+	order[1] = PointerGetDatum(biz_id);
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (PayLedgerFindOrder(catalog, order[0], order[1], &row))
+		{
+			bizno = SPI_datumTransfer(row.bizno, false, -1);
+			if (PayAmountDiffers(&row, amount))
+			{
+				if (!PayLedgerLock(catalog, bizno, &row))
+					continue;	/* deleted meanwhile */
+				ApplyAmount(catalog, bizno, &row, amount, api);
+			}
+			return bizno;
+		}
+		bizno = PointerGetDatum(cstring_to_text_with_len(buf,
+														 BiznoGenerate(buf, VARDATA_ANY(prefix),
+																	   VARSIZE_ANY_EXHDR(prefix),
+																	   VARDATA_ANY(biz_id),
+																	   VARSIZE_ANY_EXHDR(biz_id))));
+		if (PayLedgerInsert(fcinfo, catalog, bizno, PAY_INIT, amount, conflict))
+			return SPI_datumTransfer(bizno, false, -1);
+		if (conflict == PAY_INSERT_STRICT)
+			PayRequireRowWritten(false, bizno); /* a trigger skipped it, twice */
+
+		/*
+		 * A unique key refused the new row: the business action was
+		 * recorded meanwhile, which the next pass finds, or a unique index
+		 * of the DBA's refuses it, which the next pass lets PostgreSQL
+		 * name by inserting without ON CONFLICT.
+		 */
+		conflict = PAY_INSERT_STRICT;
+	}
+}
+
+/*
+ * pay_open(prefix text, biz_id text, amount numeric, currency text)
+ * returns text: the bizNo of this business action, recorded as INIT.
+ */
+static Datum
+OpenPayment(FunctionCallInfo fcinfo, PayApi api)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	PaymentAmount amount;
+	Datum		bizno;
+
+	SPI_connect();
+	bizno = OpenOrder(fcinfo, catalog, &amount, api);
+	SPI_finish();
+
+	PG_RETURN_DATUM(bizno);
+}
+
+Datum
+pay_open(PG_FUNCTION_ARGS)
+{
+	return OpenPayment(fcinfo, PAY_API_1_2);
+}
+
+Datum
+pay_open_1_3(PG_FUNCTION_ARGS)
+{
+	return OpenPayment(fcinfo, PAY_API_1_3);
+}
+
+/*
+ * pay_open_claim(prefix text, biz_id text, amount numeric, currency text,
+ *				  OUT bizno, OUT action, OUT attempt, OUT status,
+ *				  OUT channel_ref, OUT response) returns record
+ *
+ * pay_open and pay_claim in one call: the common case of an application
+ * that knows its order and wants to charge it.
+ */
+static Datum
+OpenClaimPayment(FunctionCallInfo fcinfo, PayApi api)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	PaymentAmount amount;
+	PayAction	action;
+	LedgerRow	row;
+	Datum		bizno;
+	Datum		result;
+
+	SPI_connect();
+	bizno = OpenOrder(fcinfo, catalog, &amount, api);
+	action = Claim(fcinfo, catalog, bizno, &amount, api, &row);
+	result = SPI_datumTransfer(ClaimResult(fcinfo, catalog, bizno, action, &row), false, -1);
+	SPI_finish();
+
+	PayStatsCountAnswer(action);
+	PG_RETURN_DATUM(result);
+}
+
+Datum
+pay_open_claim(PG_FUNCTION_ARGS)
+{
+	return OpenClaimPayment(fcinfo, PAY_API_1_2);
+}
+
+Datum
+pay_open_claim_1_3(PG_FUNCTION_ARGS)
+{
+	return OpenClaimPayment(fcinfo, PAY_API_1_3);
+}
+

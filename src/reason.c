@@ -1,0 +1,99 @@
+/*-------------------------------------------------------------------------
+ *
+ * reason.c
+ *	  The table of the extension's named refusals: for each, the constraint
+ *	  name a caller branches on, its SQLSTATE, and the hint that says what
+ *	  the caller does next.
+ *
+ * One name may head several rows where the cause differs (pay_refund_parent
+ * is a missing parent, 23503, or a parent that cannot be one, 23514) or the
+ * advice does (pay_amount_frozen for a payment and for a refund).  Every
+ * row is in doc/reference.md with its SQLSTATE; test/tap/010_reference.pl
+ * fails when one is missing.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "reason.h"
+
+typedef struct PayReasonSpec
+{
+	const char *name;			/* the constraint name callers see */
+	int			sqlstate;
+	const char *hint;			/* may hold one %s: PayReasonWith */
+} PayReasonSpec;
+
+static const PayReasonSpec reasons[PAY_REASON_COUNT] = {
+	[PAY_REASON_STATUS_TRANSITION] = {"pay_status_transition", ERRCODE_CHECK_VIOLATION,
+	"%s"},
+	[PAY_REASON_STATUS_NULL] = {"pay_status_transition", ERRCODE_CHECK_VIOLATION,
+	"A payment is always in one of INIT, PROCESSING, SUCCESS and FAILED."},
+	[PAY_REASON_APPEND_ONLY] = {"pay_append_only", ERRCODE_CHECK_VIOLATION,
+	"The journal is the history: it is appended to, never rewritten."},
+	[PAY_REASON_PROTECTED_ROW] = {"pay_protected_row", ERRCODE_CHECK_VIOLATION,
+	"Keep the record of a payment being charged or paid; only INIT and FAILED payments may be deleted."},
+	[PAY_REASON_FROZEN_COLUMN] = {"pay_frozen_column", ERRCODE_CHECK_VIOLATION,
+	"A payment being charged or paid keeps these values; record a new payment for new ones."},
+	[PAY_REASON_IMMUTABLE_COLUMN] = {"pay_immutable_column", ERRCODE_CHECK_VIOLATION,
+	"Record a new payment instead of changing this one's identity."},
+	[PAY_REASON_FROZEN_ANSWER] = {"pay_frozen_answer", ERRCODE_CHECK_VIOLATION,
+	"Answer retries with the stored response."},
+	[PAY_REASON_SUCCESS_REFERENCE] = {"pay_success_reference", ERRCODE_CHECK_VIOLATION,
+	"Settle it with pay_succeed(bizno, channel_ref, attempt), or set channel_ref in the same UPDATE."},
+	[PAY_REASON_WRITE_SUPPRESSED] = {"pay_write_suppressed", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"An operator must let the triggers and rules of pay_ledger pass the API's writes."},
+	[PAY_REASON_ORDER_TAKEN] = {"pay_ledger_prefix_biz_id_key", ERRCODE_UNIQUE_VIOLATION,
+	"Pay this business action under bizNo %s (pay_open returns it)."},
+	[PAY_REASON_AMOUNT_FROZEN] = {"pay_amount_frozen", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"A payment being charged or paid keeps its amount: fix the caller, or open a new business action for another one."},
+	[PAY_REASON_CURRENCY_FROZEN] = {"pay_currency_frozen", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"A payment being charged or paid keeps its currency: fix the caller, or open a new business action for another one."},
+	[PAY_REASON_AMOUNT_FROZEN_1_2] = {"pay_amount_frozen", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"A payment being charged or paid keeps its amount: fix the caller, or open a new business action for another amount."},
+	[PAY_REASON_PARAMETER_CHANGED] = {"pay_parameter_changed", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"idempotent_pay.parameter_change = refuse: a known bizNo keeps its amount and currency; open a new business action for other ones."},
+	[PAY_REASON_STALE_ATTEMPT] = {"pay_stale_attempt", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"A late answer for an earlier attempt: the payment has moved on and keeps its state; if the bank charged that attempt, reconcile it."},
+	[PAY_REASON_UNCLAIMED_ATTEMPT] = {"pay_unclaimed_attempt", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"Settle with the attempt pay_claim returned when it answered PROCEED; an attempt is claimed before it is charged."},
+	[PAY_REASON_SECOND_CHARGE] = {"pay_second_charge", ERRCODE_WARNING,
+	"Refund charge %s at the bank; pay_reconcile lists the payment as DUPLICATE_CHARGE."},
+	[PAY_REASON_NOT_SETTLED] = {"pay_not_settled", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"Settle the payment with its first charge's reference (pay_succeed) before confirming another."},
+	[PAY_REASON_REFUND_AMOUNT_FROZEN] = {"pay_amount_frozen", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"A refund key names one refund of one amount: retry with its amount, or refund the rest under another refund key."},
+	[PAY_REASON_REFUND_INCOMPLETE] = {"pay_refund_parent", ERRCODE_CHECK_VIOLATION,
+	"Open refunds with pay_refund_open(bizno, refund_key, amount)."},
+	[PAY_REASON_REFUND_UNKNOWN_PARENT] = {"pay_refund_parent", ERRCODE_FOREIGN_KEY_VIOLATION,
+	"Refund a payment the ledger has, by its bizNo."},
+	[PAY_REASON_REFUND_OF_REFUND] = {"pay_refund_parent", ERRCODE_CHECK_VIOLATION,
+	"Refund the payment the refund belongs to."},
+	[PAY_REASON_REFUND_PARENT_PROCESSING] = {"pay_refund_unpaid", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"Ask the bank how the payment ended, and settle it first."},
+	[PAY_REASON_REFUND_PARENT_UNPAID] = {"pay_refund_unpaid", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"Nothing was captured: there is nothing to refund."},
+	[PAY_REASON_REFUND_CURRENCY] = {"pay_refund_currency", ERRCODE_INVALID_PARAMETER_VALUE,
+	"A refund pays back in the currency that was captured."},
+	[PAY_REASON_REFUND_LIMIT] = {"pay_refund_limit", ERRCODE_CHECK_VIOLATION,
+	"Refund at most %s, the rest of the capture; a failed refund frees its share."},
+};
+
+int
+PayReasonWith(PayReasonId reason, const char *hint_arg)
+{
+	const PayReasonSpec *spec = &reasons[reason];
+
+	errcode(spec->sqlstate);
+	if (hint_arg != NULL)
+		errhint(spec->hint, hint_arg);
+	else
+		errhint("%s", spec->hint);
+	return err_generic_string(PG_DIAG_CONSTRAINT_NAME, spec->name);
+}
+
+int
+PayReason(PayReasonId reason)
+{
+	return PayReasonWith(reason, NULL);
+}

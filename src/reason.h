@@ -1,0 +1,67 @@
+/*-------------------------------------------------------------------------
+ *
+ * reason.h
+ *	  Every refusal of the extension that carries a name: the one table of
+ *	  their constraint names, SQLSTATEs and hints (reason.c).
+ *
+ * A refusal is raised as
+ *
+ *	  ereport(ERROR, (errmsg(...), errdetail(...), PayReason(PAY_REASON_X)));
+ *
+ * which adds the SQLSTATE, the hint and the constraint name, the field a
+ * caller's code branches on (PG_DIAG_CONSTRAINT_NAME, as for a CHECK
+ * constraint).  The message and detail stay at the call, which knows the
+ * payment; what a caller does about a refusal lives in the table.
+ * doc/reference.md lists every row; a test holds the two together.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PAY_REASON_H
+#define PAY_REASON_H
+
+#include "postgres.h"
+
+typedef enum PayReasonId
+{
+	/* the state machine (machine.c decides; the hint is the machine's) */
+	PAY_REASON_STATUS_TRANSITION,
+	PAY_REASON_STATUS_NULL,
+	/* pay_guard on the ledger, the journal and user tables */
+	PAY_REASON_APPEND_ONLY,
+	PAY_REASON_PROTECTED_ROW,
+	PAY_REASON_FROZEN_COLUMN,
+	/* the ledger's bookkeeping trigger */
+	PAY_REASON_IMMUTABLE_COLUMN,
+	PAY_REASON_FROZEN_ANSWER,
+	PAY_REASON_SUCCESS_REFERENCE,
+	/* the API */
+	PAY_REASON_WRITE_SUPPRESSED,
+	PAY_REASON_ORDER_TAKEN,
+	PAY_REASON_AMOUNT_FROZEN,
+	PAY_REASON_CURRENCY_FROZEN,
+	PAY_REASON_AMOUNT_FROZEN_1_2,
+	PAY_REASON_PARAMETER_CHANGED,
+	PAY_REASON_STALE_ATTEMPT,
+	PAY_REASON_UNCLAIMED_ATTEMPT,
+	PAY_REASON_SECOND_CHARGE,
+	PAY_REASON_NOT_SETTLED,
+	/* refunds (refund.c, and pay_refund_open) */
+	PAY_REASON_REFUND_AMOUNT_FROZEN,
+	PAY_REASON_REFUND_INCOMPLETE,
+	PAY_REASON_REFUND_UNKNOWN_PARENT,
+	PAY_REASON_REFUND_OF_REFUND,
+	PAY_REASON_REFUND_PARENT_PROCESSING,
+	PAY_REASON_REFUND_PARENT_UNPAID,
+	PAY_REASON_REFUND_CURRENCY,
+	PAY_REASON_REFUND_LIMIT,
+	PAY_REASON_COUNT
+} PayReasonId;
+
+/*
+ * The SQLSTATE, hint and constraint name of reason, inside ereport's list.
+ * A hint with a %s takes hint_arg (PayReasonWith).
+ */
+extern int	PayReason(PayReasonId reason);
+extern int	PayReasonWith(PayReasonId reason, const char *hint_arg);
+
+#endif							/* PAY_REASON_H */

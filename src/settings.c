@@ -1,0 +1,143 @@
+/*-------------------------------------------------------------------------
+ *
+ * settings.c
+ *	  The settings of idempotent_pay (idempotent_pay.*), defined when the
+ *	  library is loaded.
+ *
+ * Every setting is checked when it is set, so a value that would fail a
+ * payment later is refused at once (22023).  The node id is set in the
+ * server's configuration only (postgresql.conf or ALTER SYSTEM, then a
+ * reload): no session, not even a superuser's, issues bizNos under another
+ * node's id.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "fmgr.h"
+#include "utils/guc.h"
+
+#include "bizno_format.h"
+#include "settings.h"
+
+int			pay_node_id = 0;
+int			pay_retry_failed = PAY_RETRY_AUTO;
+int			pay_stuck_after_ms = 5 * 60 * 1000;
+char	   *pay_notify_channel = NULL;
+char	   *pay_journal_note = NULL;
+int			pay_parameter_change = PAY_PARAMETER_CHANGE_ALLOW;
+int			pay_max_response_bytes = 65536;
+
+static const struct config_enum_entry retry_failed_options[] = {
+	{"auto", PAY_RETRY_AUTO, false},
+	{"manual", PAY_RETRY_MANUAL, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry parameter_change_options[] = {
+	{"allow", PAY_PARAMETER_CHANGE_ALLOW, false},
+	{"refuse", PAY_PARAMETER_CHANGE_REFUSE, false},
+	{NULL, 0, false}
+};
+
+/*
+ * A channel name NOTIFY accepts: shorter than NAMEDATALEN bytes.
+ */
+static bool
+CheckNotifyChannel(char **newval, void **extra, GucSource source)
+{
+	if (strlen(*newval) >= NAMEDATALEN)
+	{
+		GUC_check_errdetail("A NOTIFY channel name is at most %d bytes long.",
+							NAMEDATALEN - 1);
+		return false;
+	}
+	return true;
+}
+
+void
+PayDefineSettings(void)
+{
+	/*
+	 * The server's configuration only: a session that could change the node
+	 * id could issue bizNos from another node's space.
+	 */
+	DefineCustomIntVariable("idempotent_pay.node_id",
+							"Node id written into every bizNo this server issues.",
+							"Give every node of a cluster a distinct id, 0 to 1023, in postgresql.conf.",
+							&pay_node_id,
+							0, 0, BIZNO_NODE_ID_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	/*
+	 * Superuser-only: whether a failed charge is retried without a human is
+	 * the operator's policy, not the application's.
+	 */
+	DefineCustomEnumVariable("idempotent_pay.retry_failed",
+							 "Whether pay_begin retries a FAILED payment itself.",
+							 "auto: FAILED -> INIT -> PROCESSING and PROCEED; "
+							 "manual: NEEDS_RESET until pay_reset.",
+							 &pay_retry_failed,
+							 PAY_RETRY_AUTO, retry_failed_options,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * Superuser-only, as retry_failed: whether an order's amount may change
+	 * under the same bizNo is the business's rule, not one caller's.
+	 */
+	DefineCustomEnumVariable("idempotent_pay.parameter_change",
+							 "Whether a known payment's amount or currency may change while it is INIT or FAILED.",
+							 "allow: the new values replace the old ones, journaled; "
+							 "refuse: 55000 pay_parameter_changed.",
+							 &pay_parameter_change,
+							 PAY_PARAMETER_CHANGE_ALLOW, parameter_change_options,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idempotent_pay.max_response_bytes",
+							"The largest response pay_succeed stores for retries to replay.",
+							NULL,
+							&pay_max_response_bytes,
+							65536, 0, 1024 * 1024 * 1024,
+							PGC_SUSET,
+							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("idempotent_pay.stuck_after",
+							"How long a payment may be PROCESSING before pay_stats counts it as stuck.",
+							NULL,
+							&pay_stuck_after_ms,
+							5 * 60 * 1000, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	/*
+	 * Superuser-only: the channel is the operators' contract with the
+	 * workers that LISTEN on it.
+	 */
+	DefineCustomStringVariable("idempotent_pay.notify_channel",
+							   "NOTIFY channel for committed payment transitions; empty for none.",
+							   "Each transition sends {\"bizno\", \"from\", \"to\", \"attempt\"} as JSON.",
+							   &pay_notify_channel,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   CheckNotifyChannel, NULL, NULL);
+
+	DefineCustomStringVariable("idempotent_pay.journal_note",
+							   "Note written to the journal rows of transitions that come without one.",
+							   "For example SET LOCAL idempotent_pay.journal_note = 'ticket 4711' before a manual fix.",
+							   &pay_journal_note,
+							   "",
+							   PGC_USERSET,
+							   0,
+							   NULL, NULL, NULL);
+}

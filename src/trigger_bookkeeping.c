@@ -1,0 +1,358 @@
+/*-------------------------------------------------------------------------
+ *
+ * trigger_bookkeeping.c
+ *	  pay_ledger_bookkeeping(), the ledger's BEFORE trigger: the columns the
+ *	  ledger derives, and the rules every write of a payment is held to.
+ *
+ * pay_ledger_bookkeeping() (BEFORE INSERT OR UPDATE) keeps the columns no
+ * writer may choose: prefix and biz_id come from the bizNo (a refund has
+ * none: its order is its parent's), attempt counts the entries into
+ * PROCESSING, processing_since, created_at and updated_at are stamped, and
+ * bizno, prefix, biz_id, created_at and a refund's parent and refund_key
+ * never change (constraint name pay_immutable_column), nor does the
+ * response of a SUCCESS (pay_frozen_answer).  A refund is held to the rules
+ * of refunds (refund.c) when it is recorded, when it enters PROCESSING and
+ * when its amount or currency changes.  note is the note of this write: an
+ * UPDATE that does not set it leaves it NULL, so a note is never carried
+ * over to a later change.
+ *
+ * The SQL of 1.3 binds pay_ledger_bookkeeping_1_3, which also holds every
+ * write to 1.3's rules for a payment's values (amount.c): a currency is an
+ * active ISO 4217 code and the amount fits its minor units (22023), a
+ * payment enters PROCESSING only with its amount and currency (23502) and
+ * SUCCESS only with the bank's reference (23514, pay_success_reference),
+ * and its texts are bounded (22001, 54000).  Rows a write does not change
+ * are left as they are.
+ *
+ * It does not fire under session_replication_role = replica, and leaves
+ * alone a row a restore of pg_dump's output inserts (PayRestoring): a
+ * replica or a restore receives the derived columns as they were.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/htup_details.h"
+#include "commands/trigger.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "amount.h"
+#include "bizno.h"
+#include "catalog.h"
+#include "settings.h"
+#include "machine.h"
+#include "reason.h"
+#include "refund.h"
+#include "trigger_common.h"
+#include "triggers.h"
+
+PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping);
+PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping_1_3);
+
+/*
+ * Refuse an UPDATE that removes the amount or the currency of a payment that
+ * has one: what a payment was recorded for is never forgotten.
+ */
+static void
+CheckNotCleared(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
+				AttrNumber attnum)
+{
+	const char *column = NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname);
+
+	if (heap_attisnull(oldtuple, attnum, RelationGetDescr(rel)) ||
+		!heap_attisnull(newtuple, attnum, RelationGetDescr(rel)))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_NOT_NULL_VIOLATION),
+			 errmsg("the %s of a payment cannot be removed", column),
+			 errdetail("%s already records its %s; an UPDATE may change it, not set it to NULL.",
+					   PayRowKeyDescription(rel, oldtuple), column),
+			 errhint("Give the %s the payment is for.", column),
+			 errtablecol(rel, attnum)));
+}
+
+/* Refuse a change of a column that never changes once written. */
+static void
+CheckUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
+			   AttrNumber attnum)
+{
+	Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+
+	if (PayColumnUnchanged(rel, oldtuple, newtuple, attnum))
+		return;
+	ereport(ERROR,
+			(errmsg("column \"%s\" of table \"pay_ledger\" never changes",
+					NameStr(attr->attname)),
+			 errdetail("%s: \"%s\" is fixed when the payment is recorded.",
+					   PayRowKeyDescription(rel, oldtuple), NameStr(attr->attname)),
+			 errtable(rel),
+			 PayReason(PAY_REASON_IMMUTABLE_COLUMN)));
+}
+
+/*
+ * Hold a text column the write sets to its bound: characters (22001), or
+ * bytes for the response (54000).  Only a value longer in bytes than the
+ * bound is detoasted and counted.
+ */
+static void
+CheckColumnBound(Relation rel, HeapTuple tuple, AttrNumber attnum, int max_chars)
+{
+	bool		isnull;
+	Datum		value;
+
+	if (attnum == InvalidAttrNumber)
+		return;
+	value = PayLedgerColumn(tuple, rel, attnum, &isnull);
+	if (isnull || toast_raw_datum_size(value) - VARHDRSZ <= (Size) max_chars)
+		return;
+	PayCheckTextLength(DatumGetTextPP(value),
+					   NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname),
+					   max_chars);
+}
+
+/*
+ * The rules of 1.3 for the values of the row a write leaves, checked for
+ * what it changes (oldtuple NULL for an INSERT): currency and amount, the
+ * bank's reference of a success, the bounds of the texts.
+ */
+static void
+CheckPaymentValues(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple,
+				   HeapTuple tuple, int from, PayStatus status)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+	bool		isnull;
+	Datum		currency;
+
+#define CHANGED(attnum) \
+	((attnum) != InvalidAttrNumber && \
+	 (oldtuple == NULL || !PayColumnUnchanged(rel, oldtuple, tuple, (attnum))))
+
+	currency = PayLedgerColumn(tuple, rel, col[LEDGER_CURRENCY], &isnull);
+	if (!isnull && (CHANGED(col[LEDGER_CURRENCY]) || CHANGED(col[LEDGER_AMOUNT])))
+	{
+		bool		amount_null;
+		Datum		amount = PayLedgerColumn(tuple, rel, col[LEDGER_AMOUNT], &amount_null);
+
+		PayCheckCurrencyKnown(DatumGetTextPP(currency));
+		if (!amount_null)
+			PayCheckAmountFits(DatumGetNumeric(amount), DatumGetTextPP(currency));
+	}
+	/* only for a legal step: an illegal one is the guard's to refuse */
+	if (status == PAY_PROCESSING && PayTransitionVerdict(from, status) == PAY_LEGAL)
+	{
+		AttrNumber	missing = heap_attisnull(tuple, col[LEDGER_AMOUNT], RelationGetDescr(rel)) ?
+			col[LEDGER_AMOUNT] : col[LEDGER_CURRENCY];
+
+		if (heap_attisnull(tuple, missing, RelationGetDescr(rel)))
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("a payment is charged only with its amount and currency"),
+					 errdetail("%s has no %s.", PayRowKeyDescription(rel, tuple),
+							   NameStr(TupleDescAttr(RelationGetDescr(rel), missing - 1)->attname)),
+					 errhint("Pass the amount and currency with the claim: pay_claim(bizno, amount, currency)."),
+					 errtablecol(rel, missing)));
+	}
+	if (status == PAY_SUCCESS && PayTransitionVerdict(from, status) == PAY_LEGAL &&
+		heap_attisnull(tuple, col[LEDGER_CHANNEL_REF], RelationGetDescr(rel)))
+		ereport(ERROR,
+				(errmsg("a payment enters SUCCESS only with the bank's reference"),
+				 errdetail("%s has no channel_ref.", PayRowKeyDescription(rel, tuple)),
+				 errtable(rel),
+				 PayReason(PAY_REASON_SUCCESS_REFERENCE)));
+	if (CHANGED(col[LEDGER_CHANNEL_REF]))
+		CheckColumnBound(rel, tuple, col[LEDGER_CHANNEL_REF], PAY_CHANNEL_REF_MAX_CHARS);
+	if (CHANGED(col[LEDGER_LAST_ERROR]))
+		CheckColumnBound(rel, tuple, col[LEDGER_LAST_ERROR], PAY_NOTE_MAX_CHARS);
+	if (CHANGED(col[LEDGER_NOTE]))
+		CheckColumnBound(rel, tuple, col[LEDGER_NOTE], PAY_NOTE_MAX_CHARS);
+	if (CHANGED(col[LEDGER_RESPONSE]))
+	{
+		Datum		response = PayLedgerColumn(tuple, rel, col[LEDGER_RESPONSE], &isnull);
+
+		if (!isnull)
+			PayCheckResponseSize(response);
+	}
+#undef CHANGED
+}
+
+/* The columns the trigger sets in the row written, and their values. */
+typedef struct DerivedColumns
+{
+	int			n;
+	int			columns[LEDGER_COLUMNS];
+	Datum		values[LEDGER_COLUMNS];
+	bool		nulls[LEDGER_COLUMNS];
+	bool		check_refund;	/* hold the row to the rules of refunds */
+	bool		entering_processing;
+} DerivedColumns;
+
+static void
+Derive(DerivedColumns *derived, AttrNumber column, Datum value, bool isnull)
+{
+	derived->columns[derived->n] = column;
+	derived->values[derived->n] = value;
+	derived->nulls[derived->n++] = isnull;
+}
+
+/*
+ * A new row: prefix and biz_id from a generated bizNo (a refund's are its
+ * parent's, whose order it is), attempt, processing_since and created_at.
+ * false when a restore inserts it: its history comes as it was.
+ */
+static bool
+DeriveOnInsert(const PayCatalog *catalog, Relation rel, HeapTuple tuple, Datum now,
+			   bool values_1_3, DerivedColumns *derived)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+	PayStatus	status = PayLedgerStatus(catalog, rel, tuple);
+	text	   *bizno = DatumGetTextPP(PayRequiredColumn(tuple, rel, col[LEDGER_BIZNO]));
+	BiznoParts	parts;
+	bool		generated = BiznoCheckKey(bizno, &parts);
+	bool		is_refund;
+
+	if (PayRestoring())
+		return false;
+
+	is_refund = col[LEDGER_PARENT] != InvalidAttrNumber &&
+		!heap_attisnull(tuple, col[LEDGER_PARENT], RelationGetDescr(rel));
+	generated = generated && !is_refund;
+	derived->check_refund = is_refund;
+	derived->entering_processing = status == PAY_PROCESSING;
+
+	Derive(derived, col[LEDGER_PREFIX], generated ?
+		   PointerGetDatum(cstring_to_text_with_len(parts.prefix, parts.prefix_len)) : 0,
+		   !generated);
+	Derive(derived, col[LEDGER_BIZ_ID], generated ?
+		   PointerGetDatum(cstring_to_text_with_len(parts.biz_id, parts.biz_id_len)) : 0,
+		   !generated);
+	Derive(derived, col[LEDGER_ATTEMPT], Int32GetDatum(status == PAY_PROCESSING ? 1 : 0), false);
+	Derive(derived, col[LEDGER_PROCESSING_SINCE], now, status != PAY_PROCESSING);
+	Derive(derived, col[LEDGER_CREATED_AT], now, false);
+	if (values_1_3)
+		CheckPaymentValues(catalog, rel, NULL, tuple, PAY_NEW_ROW, status);
+	return true;
+}
+
+/*
+ * An update: the identity never changes, nor does a success's answer;
+ * attempt and processing_since move on entering PROCESSING and are kept
+ * otherwise; a note not set by this write is cleared.
+ */
+static void
+DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, Datum now, bool values_1_3,
+			   DerivedColumns *derived)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+	Relation	rel = trigdata->tg_relation;
+	HeapTuple	oldtuple = trigdata->tg_trigtuple;
+	HeapTuple	tuple = trigdata->tg_newtuple;
+	bool		is_refund = false;
+	bool		isnull;
+	bool		since_null;
+	Datum		attempt;
+	Datum		since;
+	PayStatus	from;
+	PayStatus	status;
+
+	CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_BIZNO]);
+	CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_PREFIX]);
+	CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_BIZ_ID]);
+	CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_CREATED_AT]);
+	if (col[LEDGER_PARENT] != InvalidAttrNumber)
+	{
+		CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_PARENT]);
+		CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_REFUND_KEY]);
+		is_refund = !heap_attisnull(tuple, col[LEDGER_PARENT], RelationGetDescr(rel));
+	}
+
+	CheckNotCleared(rel, oldtuple, tuple, col[LEDGER_AMOUNT]);
+	CheckNotCleared(rel, oldtuple, tuple, col[LEDGER_CURRENCY]);
+	(void) PayRequiredColumn(tuple, rel, col[LEDGER_ATTEMPT]);
+
+	from = PayLedgerStatus(catalog, rel, oldtuple);
+	status = PayLedgerStatus(catalog, rel, tuple);
+	if (values_1_3)
+		CheckPaymentValues(catalog, rel, oldtuple, tuple, from, status);
+	if (from == PAY_SUCCESS && col[LEDGER_RESPONSE] != InvalidAttrNumber &&
+		!PayColumnUnchanged(rel, oldtuple, tuple, col[LEDGER_RESPONSE]))
+		ereport(ERROR,
+				(errmsg("the response of a successful payment never changes"),
+				 errdetail("%s is SUCCESS: its first response is the one every retry replays.",
+						   PayRowKeyDescription(rel, oldtuple)),
+				 errtable(rel),
+				 PayReason(PAY_REASON_FROZEN_ANSWER)));
+
+	derived->entering_processing = from != PAY_PROCESSING && status == PAY_PROCESSING;
+	derived->check_refund = is_refund &&
+		(derived->entering_processing ||
+		 !PayColumnUnchanged(rel, oldtuple, tuple, col[LEDGER_AMOUNT]) ||
+		 !PayColumnUnchanged(rel, oldtuple, tuple, col[LEDGER_CURRENCY]));
+	attempt = PayLedgerColumn(oldtuple, rel, col[LEDGER_ATTEMPT], &isnull);
+	since = PayLedgerColumn(oldtuple, rel, col[LEDGER_PROCESSING_SINCE], &since_null);
+	if (derived->entering_processing)
+	{
+		attempt = Int32GetDatum(DatumGetInt32(attempt) + 1);
+		since = now;
+		since_null = false;
+	}
+	Derive(derived, col[LEDGER_ATTEMPT], attempt, false);
+	Derive(derived, col[LEDGER_PROCESSING_SINCE], since, since_null);
+
+	/* a note belongs to the write that sets it */
+	if (col[LEDGER_NOTE] != InvalidAttrNumber &&
+		!bms_is_member(col[LEDGER_NOTE] - FirstLowInvalidHeapAttributeNumber,
+					   trigdata->tg_updatedcols))
+		Derive(derived, col[LEDGER_NOTE], (Datum) 0, true);
+}
+
+/*
+ * pay_ledger_bookkeeping() returns trigger, as the SQL of 1.0 to 1.2 binds
+ * it; pay_ledger_bookkeeping_1_3 adds 1.3's rules for a payment's values.
+ */
+static Datum
+Bookkeeping(FunctionCallInfo fcinfo, bool values_1_3)
+{
+	const PayCatalog *catalog = PayCheckLedgerTrigger(fcinfo, "pay_ledger_bookkeeping()",
+													  TRIGGER_EVENT_BEFORE);
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel = trigdata->tg_relation;
+	Datum		now = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	DerivedColumns derived = {0};
+	HeapTuple	tuple;
+
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+	{
+		tuple = trigdata->tg_trigtuple;
+		if (!DeriveOnInsert(catalog, rel, tuple, now, values_1_3, &derived))
+			return PointerGetDatum(tuple);	/* its history, as it was */
+	}
+	else
+	{
+		tuple = trigdata->tg_newtuple;
+		DeriveOnUpdate(catalog, trigdata, now, values_1_3, &derived);
+	}
+	Derive(&derived, catalog->ledger_attnums[LEDGER_UPDATED_AT], now, false);
+
+	tuple = heap_modify_tuple_by_cols(tuple, RelationGetDescr(rel), derived.n, derived.columns,
+									  derived.values, derived.nulls);
+	if (derived.check_refund)
+		PayCheckRefund(catalog, rel, tuple, derived.entering_processing);
+	return PointerGetDatum(tuple);
+}
+
+Datum
+pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
+{
+	return Bookkeeping(fcinfo, false);
+}
+
+Datum
+pay_ledger_bookkeeping_1_3(PG_FUNCTION_ARGS)
+{
+	return Bookkeeping(fcinfo, true);
+}
+

@@ -1,0 +1,185 @@
+/*-------------------------------------------------------------------------
+ *
+ * trigger_journal.c
+ *	  pay_ledger_journal(), the ledger's AFTER trigger: one journal row per
+ *	  transition and per amount change.
+ *
+ * pay_ledger_journal() (AFTER INSERT OR UPDATE) appends one journal row per
+ * transition and per amount change (an UPDATE that changes none of status,
+ * amount and currency is skipped), whoever wrote the ledger row -- the API
+ * or a raw statement -- so the latest journal entry of a bizNo always names
+ * its status.  The note comes with the row written (the ledger's note
+ * column, set by the API or by hand), else from idempotent_pay.journal_note.
+ *
+ * While the journal has exactly the columns the trigger fills, of exactly
+ * the types it fills them with, and nothing else an INSERT would run
+ * (write_direct_policy.c decides), a row goes straight into its heap and
+ * indexes with its NOT NULL and CHECK constraints checked, as logical
+ * replication's apply does, without planning a statement per row
+ * (PayJournalAppend chooses).  Otherwise -- a DBA added a
+ * column or a trigger -- it is inserted by an SQL statement, as the
+ * journal's owner, so the executor does everything it does for any INSERT.
+ *
+ * When idempotent_pay.notify_channel is set, every transition is also
+ * announced with NOTIFY, which PostgreSQL delivers at commit, so listeners
+ * hear only of transitions that happened.
+ *
+ * It does not fire under session_replication_role = replica, and writes
+ * nothing for a row a restore of pg_dump's output inserts (PayRestoring):
+ * a replica or a restore receives the journal as it was.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "access/xact.h"
+#include "commands/async.h"
+#include "commands/sequence.h"
+#include "commands/trigger.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+#include "utils/xid8.h"
+
+#include "catalog.h"
+#include "settings.h"
+#include "machine.h"
+#include "trigger_common.h"
+#include "triggers.h"
+#include "write.h"
+
+/* The name of the role last journaled as actor. */
+static Oid	actor_role = InvalidOid;
+static char actor_name[NAMEDATALEN];
+
+PG_FUNCTION_INFO_V1(pay_ledger_journal);
+
+static const char *
+ActorName(void)
+{
+	Oid			role = GetOuterUserId();
+
+	if (role != actor_role)
+	{
+		strlcpy(actor_name, GetUserNameFromId(role, false), NAMEDATALEN);
+		actor_role = role;
+	}
+	return actor_name;
+}
+
+/*
+ * Whether an UPDATE of a ledger row changes what the journal records: its
+ * status, amount or currency.
+ */
+static bool
+JournaledChange(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple, HeapTuple newtuple)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+
+	return !PayColumnUnchanged(rel, oldtuple, newtuple, col[LEDGER_STATUS]) ||
+		!PayColumnUnchanged(rel, oldtuple, newtuple, col[LEDGER_AMOUNT]) ||
+		!PayColumnUnchanged(rel, oldtuple, newtuple, col[LEDGER_CURRENCY]);
+}
+
+/*
+ * NOTIFY the transition as JSON, with the payment a refund pays back
+ * (parent NULL for a payment).  Keys hold only [A-Za-z0-9_.:-], so they
+ * need no escaping.
+ */
+static void
+NotifyTransition(const char *bizno, int from, PayStatus to, int32 attempt,
+				 const char *parent)
+{
+	char	   *from_json = from == PAY_NEW_ROW ? "null" :
+		psprintf("\"%s\"", PayStatusName(from));
+
+	Async_Notify(pay_notify_channel,
+				 psprintf("{\"bizno\": \"%s\", \"from\": %s, \"to\": \"%s\", \"attempt\": %d%s%s%s}",
+						  bizno, from_json, PayStatusName(to), attempt,
+						  parent ? ", \"parent\": \"" : "", parent ? parent : "",
+						  parent ? "\"" : ""));
+}
+
+/*
+ * pay_ledger_journal() returns trigger
+ */
+Datum
+pay_ledger_journal(PG_FUNCTION_ARGS)
+{
+	const PayCatalog *catalog = PayCheckLedgerTrigger(fcinfo, "pay_ledger_journal()",
+												   TRIGGER_EVENT_AFTER);
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel = trigdata->tg_relation;
+	bool		is_update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
+	HeapTuple	tuple = is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	Relation	journal;
+	const AttrNumber *col;
+	Datum		values[JOURNAL_COLUMNS];
+	bool		nulls[JOURNAL_COLUMNS];
+	int			from = PAY_NEW_ROW;
+	PayStatus	to;
+	bool		isnull;
+
+	if (!is_update && PayRestoring())
+		return PointerGetDatum(NULL);	/* the journal arrives with the data */
+	if (is_update && !JournaledChange(catalog, rel, trigdata->tg_trigtuple, tuple))
+		return PointerGetDatum(NULL);
+
+	/* lock the journal, then read its columns: an ALTER is seen */
+	journal = table_open(catalog->journal, RowExclusiveLock);
+	catalog = PayCatalogGetTables(fcinfo);
+	col = catalog->ledger_attnums;
+
+	to = PayLedgerStatus(catalog, rel, tuple);
+	if (is_update)
+		from = PayLedgerStatus(catalog, rel, trigdata->tg_trigtuple);
+
+	memset(nulls, false, sizeof(nulls));
+	values[JOURNAL_SEQ] = Int64GetDatum(nextval_internal(catalog->journal_sequence,
+														 false));
+	values[JOURNAL_BIZNO] = PayLedgerColumn(tuple, rel, col[LEDGER_BIZNO], &isnull);
+	values[JOURNAL_ATTEMPT] = PayLedgerColumn(tuple, rel, col[LEDGER_ATTEMPT], &isnull);
+	nulls[JOURNAL_FROM] = from == PAY_NEW_ROW;
+	values[JOURNAL_FROM] = nulls[JOURNAL_FROM] ? (Datum) 0 : PayStatusGetDatum(catalog, from);
+	values[JOURNAL_TO] = PayStatusGetDatum(catalog, to);
+	values[JOURNAL_AMOUNT] = PayLedgerColumn(tuple, rel, col[LEDGER_AMOUNT], &nulls[JOURNAL_AMOUNT]);
+	values[JOURNAL_CURRENCY] = PayLedgerColumn(tuple, rel, col[LEDGER_CURRENCY], &nulls[JOURNAL_CURRENCY]);
+	values[JOURNAL_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	values[JOURNAL_TXID] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	values[JOURNAL_ACTOR] = CStringGetTextDatum(ActorName());
+
+	/* the note of this write, else the session's, else what changed */
+	nulls[JOURNAL_NOTE] = true;
+	if (col[LEDGER_NOTE] != InvalidAttrNumber)
+		values[JOURNAL_NOTE] = PayLedgerColumn(tuple, rel, col[LEDGER_NOTE], &nulls[JOURNAL_NOTE]);
+	if (nulls[JOURNAL_NOTE] && pay_journal_note != NULL && pay_journal_note[0] != '\0')
+	{
+		values[JOURNAL_NOTE] = CStringGetTextDatum(pay_journal_note);
+		nulls[JOURNAL_NOTE] = false;
+	}
+	if (nulls[JOURNAL_NOTE] && from == (int) to)
+	{
+		values[JOURNAL_NOTE] = CStringGetTextDatum("amount or currency changed");
+		nulls[JOURNAL_NOTE] = false;
+	}
+
+	PayJournalAppend(fcinfo, catalog, journal, values, nulls);
+	table_close(journal, NoLock);
+
+	if (from != (int) to && pay_notify_channel != NULL && pay_notify_channel[0] != '\0')
+	{
+		Datum		parent = (Datum) 0;
+
+		isnull = true;
+		if (col[LEDGER_PARENT] != InvalidAttrNumber)
+			parent = PayLedgerColumn(tuple, rel, col[LEDGER_PARENT], &isnull);
+		NotifyTransition(TextDatumGetCString(values[JOURNAL_BIZNO]), from, to,
+						 DatumGetInt32(values[JOURNAL_ATTEMPT]),
+						 isnull ? NULL : TextDatumGetCString(parent));
+	}
+
+	return PointerGetDatum(NULL);
+}
+

@@ -1,0 +1,154 @@
+/*-------------------------------------------------------------------------
+ *
+ * write.c
+ *	  The one place that sends each of the ledger's and journal's writes
+ *	  one way or the other: through the access methods (write_direct.c)
+ *	  when write_direct_policy.c allows it, else through SQL (write_sql.c).
+ *
+ * Only the hot writes have two ways: a new payment's INSERT, the settling
+ * UPDATE and the journal trigger's row.  Every other read and write is rare
+ * enough to be planned SQL always; the probe of the primary key is always
+ * direct, as it only reads, and checks the privilege a SELECT would need.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/builtins.h"
+
+#include "reason.h"
+#include "write.h"
+#include "write_direct.h"
+#include "write_direct_policy.h"
+#include "write_sql.h"
+
+bool
+PayLedgerProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
+{
+	return PayDirectProbe(fcinfo, bizno, row);
+}
+
+/* The row of bizno, locked FOR UPDATE. */
+bool
+PayLedgerLock(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
+{
+	return PaySqlLock(catalog, bizno, row);
+}
+
+/* The row of business action (prefix, biz_id). */
+bool
+PayLedgerFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, LedgerRow *row)
+{
+	return PaySqlFindOrder(catalog, prefix, biz_id, row);
+}
+
+/* The row of refund refund_key of payment parent; the ledger has refunds. */
+bool
+PayLedgerFindRefund(const PayCatalog *catalog, Datum parent, Datum refund_key, LedgerRow *row)
+{
+	return PaySqlFindRefund(catalog, parent, refund_key, row);
+}
+
+/*
+ * The currency and business action of payment parent, the parts of it a
+ * refund takes; order_null when it has none (a key of another system).
+ */
+bool
+PayLedgerReadParent(const PayCatalog *catalog, Datum parent, Datum *currency,
+					bool *currency_null, Datum *prefix, Datum *biz_id, bool *order_null)
+{
+	return PaySqlReadParent(catalog, parent, currency, currency_null, prefix, biz_id,
+							order_null);
+}
+
+/*
+ * Insert a new ledger row.  PAY_INSERT_IF_ABSENT: false when a row with any
+ * unique key of it exists (ON CONFLICT DO NOTHING); PAY_INSERT_STRICT: such
+ * a row raises the unique violation that names its index (SQL always).
+ */
+bool
+PayLedgerInsert(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+				PayStatus status, const PaymentAmount *amount, PayInsertConflict conflict)
+{
+	bool		inserted;
+
+	if (conflict == PAY_INSERT_IF_ABSENT &&
+		PayDirectInsert(fcinfo, bizno, status, amount, &inserted))
+		return inserted;
+	return PaySqlInsert(catalog, bizno, status, amount, conflict);
+}
+
+/* Insert a new refund's row, as PayLedgerInsert does a payment's. */
+bool
+PayLedgerInsertRefund(const PayCatalog *catalog, const PayRefundRow *refund,
+					  PayInsertConflict conflict)
+{
+	return PaySqlInsertRefund(catalog, refund, conflict);
+}
+
+/* Move the row of bizno to status; the write must be made. */
+void
+PayLedgerSetStatus(const PayCatalog *catalog, Datum bizno, PayStatus status, const char *note)
+{
+	PayRequireRowWritten(PaySqlSetStatus(catalog, bizno, status, note), bizno);
+}
+
+/* Set the amount and currency of the row of bizno; the write must be made. */
+void
+PayLedgerSetAmount(const PayCatalog *catalog, Datum bizno, bool amount_null, Datum amount,
+				   bool currency_null, Datum currency)
+{
+	PayRequireRowWritten(PaySqlSetAmount(catalog, bizno, amount_null, amount,
+										 currency_null, currency), bizno);
+}
+
+/* Settle a payment; false when no row matched (or a trigger skipped it). */
+bool
+PayLedgerSettle(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+				const PaySettleWrite *settle)
+{
+	bool		settled;
+
+	if (PayDirectSettle(fcinfo, settle, &settled))
+		return settled;
+	return PaySqlSettle(catalog, settle);
+}
+
+/*
+ * Journal a second charge of bizno with note, once per note (the note
+ * names the bank's reference); the actor is the session's role.
+ */
+void
+PayJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *note)
+{
+	PaySqlJournalSecondCharge(catalog, bizno, note);
+}
+
+/*
+ * Append the journal trigger's row to the journal, opened and locked by the
+ * trigger; values and nulls are indexed by JournalColumn.
+ */
+void
+PayJournalAppend(FunctionCallInfo fcinfo, const PayCatalog *catalog, Relation journal,
+				 const Datum *values, const bool *nulls)
+{
+	if (PayDirectJournalAppendAllowed(PayDirectPolicyGet(fcinfo)))
+		PayDirectJournalInsert(catalog, journal, values, nulls);
+	else
+		PaySqlJournalInsert(catalog, journal, values, nulls);
+}
+
+/*
+ * Refuse (55000) when a write that must write one row wrote none: a trigger
+ * or rule of the DBA's on pay_ledger suppressed it, and the API must not
+ * answer as though it had written.
+ */
+void
+PayRequireRowWritten(bool written, Datum bizno)
+{
+	if (!written)
+		ereport(ERROR,
+				(errmsg("the write of payment %s was suppressed", TextDatumGetCString(bizno)),
+				 errdetail("A trigger or rule on pay_ledger skipped a write of the API."),
+				 PayReason(PAY_REASON_WRITE_SUPPRESSED)));
+}

@@ -1,0 +1,57 @@
+/*-------------------------------------------------------------------------
+ *
+ * write.h
+ *	  The one interface through which the API reads and writes the ledger
+ *	  and through which the ledger's journal trigger appends to the journal.
+ *
+ * Below it, each write goes one of two ways, and write.c alone chooses:
+ * straight through the table and index access methods (write_direct.c)
+ * when write_direct_policy.c says nothing the executor would do is left
+ * undone, else through a saved plan of an SQL statement (write_sql.c).
+ * Callers never know which way a write went.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PAY_WRITE_H
+#define PAY_WRITE_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/relcache.h"
+
+#include "catalog.h"
+#include "machine.h"
+#include "write_rows.h"
+
+/* Reads: false when there is no such row.  Call the rest inside SPI. */
+extern bool PayLedgerProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row);
+extern bool PayLedgerLock(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
+extern bool PayLedgerFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,
+							   LedgerRow *row);
+extern bool PayLedgerFindRefund(const PayCatalog *catalog, Datum parent, Datum refund_key,
+								LedgerRow *row);
+extern bool PayLedgerReadParent(const PayCatalog *catalog, Datum parent, Datum *currency,
+								bool *currency_null, Datum *prefix, Datum *biz_id,
+								bool *order_null);
+
+/* Writes. */
+extern bool PayLedgerInsert(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+							PayStatus status, const PaymentAmount *amount,
+							PayInsertConflict conflict);
+extern bool PayLedgerInsertRefund(const PayCatalog *catalog, const PayRefundRow *refund,
+								  PayInsertConflict conflict);
+extern void PayLedgerSetStatus(const PayCatalog *catalog, Datum bizno, PayStatus status,
+							   const char *note);
+extern void PayLedgerSetAmount(const PayCatalog *catalog, Datum bizno,
+							   bool amount_null, Datum amount,
+							   bool currency_null, Datum currency);
+extern bool PayLedgerSettle(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+							const PaySettleWrite *settle);
+extern void PayJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *note);
+extern void PayJournalAppend(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+							 Relation journal, const Datum *values, const bool *nulls);
+
+extern void PayRequireRowWritten(bool written, Datum bizno);
+
+#endif							/* PAY_WRITE_H */

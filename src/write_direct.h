@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * write_direct.h
+ *	  Reads and writes through the table and index access methods, made
+ *	  only where write_direct_policy.c allows them.  Called by write.c only.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PAY_WRITE_DIRECT_H
+#define PAY_WRITE_DIRECT_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/relcache.h"
+
+#include "catalog.h"
+#include "write_rows.h"
+
+extern bool PayDirectProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row);
+extern bool PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
+							const PaymentAmount *amount, bool *inserted);
+extern bool PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle,
+							bool *settled);
+extern void PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
+								   const Datum *values, const bool *nulls);
+
+#endif							/* PAY_WRITE_DIRECT_H */
