@@ -13,7 +13,7 @@
 #include "fmgr.h"
 
 #include "api.h"
-#include "write.h"
+#include "write_rows.h"
 
 extern Datum PayKeyArgument(FunctionCallInfo fcinfo, int argno);
 extern void PayRequireArgument(FunctionCallInfo fcinfo, int argno, const char *name);
