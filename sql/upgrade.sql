@@ -1,53 +1,192 @@
 -- The upgrade path: install 1.0, pay with it (with the library of today),
 -- ALTER EXTENSION ... UPDATE, and find the old payments, the guards and the
--- new functions working; the same from 1.1 and from 1.2; then compare the
--- upgraded extensions with a fresh install of the default version.
+-- new functions working; the same from 1.1 and from 1.2.  Then compare,
+-- object by object, a fresh install of the default version -- which runs
+-- the complete script idempotent_pay--1.3.sql -- with the extension the
+-- update scripts make: once updated from 1.0 with nothing else done, and
+-- once for each of the three installations used above.
 
--- Every object of the extension with its definition, as one digest.
+-- The extension as rows (object, aspect, value), one JSON array: every
+-- member (pg_depend) and, by kind, what defines it -- a function's
+-- definition line by line (signature, result, language, volatility,
+-- strictness, SECURITY DEFINER, parallel safety, cost, rows, SET clauses,
+-- body or C symbol), a type's labels, base type or attributes, a domain's
+-- constraints, a table's or view's columns in their order with type,
+-- NOT NULL, default, collation and storage, its options, constraints,
+-- indexes, triggers (with WHEN clause and how they fire), rules and
+-- policies, a view's definition, a sequence's parameters and owning column,
+-- an event trigger's event, tags and function; privileges, initial
+-- privileges (pg_init_privs, what pg_dump takes for the extension's own),
+-- comments (also on columns), and the tables pg_dump dumps the rows of.
 -- Privileges are compared as they are in effect: a grant revoked again (a
 -- pay_grant undone by DROP OWNED BY) leaves an ACL spelled out where a
 -- fresh install has the default, the same privileges.
 SELECT current_database() AS regression_database \gset
 SELECT $query$
-    SELECT md5(string_agg(description, E'\n' ORDER BY description)) AS digest,
-           count(*) AS objects
-    FROM (
-        SELECT pg_describe_object(d.classid, d.objid, 0) || ' ' ||
-               CASE d.classid
-                   WHEN 'pg_proc'::regclass THEN
-                       pg_get_functiondef(d.objid) ||
-                       coalesce((SELECT coalesce(proacl, acldefault('f', proowner))::text FROM pg_proc WHERE oid = d.objid), '')
-                   WHEN 'pg_class'::regclass THEN
-                       coalesce(pg_get_viewdef(d.objid), '') ||
-                       coalesce((SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' ' ||
-                                                   a.attnotnull || ' ' || coalesce(pg_get_expr(ad.adbin, ad.adrelid), ''),
-                                                   ', ' ORDER BY a.attnum)
-                                 FROM pg_attribute AS a
-                                 LEFT JOIN pg_attrdef AS ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
-                                 WHERE a.attrelid = d.objid AND a.attnum > 0 AND NOT a.attisdropped), '') ||
-                       coalesce((SELECT coalesce(relacl, acldefault('r', relowner))::text FROM pg_class WHERE oid = d.objid), '') ||
-                       coalesce((SELECT string_agg(pg_get_constraintdef(c.oid), ', ' ORDER BY c.conname)
-                                 FROM pg_constraint AS c WHERE c.conrelid = d.objid), '') ||
-                       coalesce((SELECT string_agg(pg_get_indexdef(i.indexrelid), ', ' ORDER BY i.indexrelid::regclass::text)
-                                 FROM pg_index AS i WHERE i.indrelid = d.objid), '') ||
-                       coalesce((SELECT string_agg(pg_get_triggerdef(t.oid) || ' ' || t.tgenabled::text, ', ' ORDER BY t.tgname)
-                                 FROM pg_trigger AS t WHERE t.tgrelid = d.objid), '')
-                   WHEN 'pg_type'::regclass THEN
-                       coalesce((SELECT string_agg(enumlabel, ',' ORDER BY enumsortorder)
-                                 FROM pg_enum WHERE enumtypid = d.objid), '')
-                   ELSE ''
-               END || ' ' || coalesce(obj_description(d.objid, (SELECT relname FROM pg_class WHERE oid = d.classid)), '')
-               AS description
+    WITH member AS (
+        SELECT d.classid, d.objid, pg_describe_object(d.classid, d.objid, 0) AS object
         FROM pg_depend AS d
         JOIN pg_extension AS e ON e.oid = d.refobjid
         WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'idempotent_pay'
-    ) AS members
+    ), relation AS (
+        SELECT m.object, c.*
+        FROM member AS m JOIN pg_class AS c ON c.oid = m.objid
+        WHERE m.classid = 'pg_class'::regclass
+    ), typ AS (
+        SELECT m.object, t.*
+        FROM member AS m JOIN pg_type AS t ON t.oid = m.objid
+        WHERE m.classid = 'pg_type'::regclass
+    ), attribute AS (
+        SELECT o.object, a.attname,
+               row_number() OVER (PARTITION BY a.attrelid ORDER BY a.attnum) AS position,
+               format_type(a.atttypid, a.atttypmod) ||
+               CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END ||
+               coalesce(' DEFAULT ' || pg_get_expr(ad.adbin, ad.adrelid), '') ||
+               CASE WHEN a.attcollation <> t.typcollation THEN ' COLLATE ' || a.attcollation::regcollation ELSE '' END ||
+               CASE WHEN a.attidentity <> '' THEN ' identity ' || a.attidentity::text ELSE '' END ||
+               CASE WHEN a.attgenerated <> '' THEN ' generated ' || a.attgenerated::text ELSE '' END ||
+               ' storage ' || a.attstorage::text ||
+               CASE WHEN a.attcompression <> '' THEN ' compression ' || a.attcompression::text ELSE '' END ||
+               CASE WHEN a.attstattarget <> -1 THEN ' statistics ' || a.attstattarget ELSE '' END ||
+               coalesce(' privileges ' || a.attacl::text, '') AS definition
+        FROM (SELECT object, oid AS relid FROM relation
+              UNION ALL
+              SELECT object, typrelid FROM typ WHERE typrelid <> 0) AS o
+        JOIN pg_attribute AS a ON a.attrelid = o.relid AND a.attnum > 0 AND NOT a.attisdropped
+        JOIN pg_type AS t ON t.oid = a.atttypid
+        LEFT JOIN pg_attrdef AS ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+    ), aspect (object, aspect, value) AS (
+        SELECT m.object, 'member', (pg_identify_object(m.classid, m.objid, 0)).type
+        FROM member AS m
+        UNION ALL
+        SELECT m.object,
+               'comment' || CASE WHEN c.objsubid <> 0
+                                 THEN ' on ' || pg_describe_object(c.classoid, c.objoid, c.objsubid) ELSE '' END,
+               c.description
+        FROM member AS m
+        JOIN pg_description AS c ON c.classoid = m.classid AND c.objoid = m.objid
+        UNION ALL
+        SELECT m.object,
+               'initial privileges' || CASE WHEN i.objsubid <> 0
+                                            THEN ' of ' || pg_describe_object(i.classoid, i.objoid, i.objsubid) ELSE '' END,
+               i.privtype::text || ' ' || i.initprivs::text
+        FROM member AS m
+        JOIN pg_init_privs AS i ON i.classoid = m.classid AND i.objoid = m.objid
+        -- functions
+        UNION ALL
+        SELECT m.object, 'definition line ' || to_char(l.n, 'FM000'), l.line
+        FROM member AS m,
+             regexp_split_to_table(pg_get_functiondef(m.objid), E'\n') WITH ORDINALITY AS l(line, n)
+        WHERE m.classid = 'pg_proc'::regclass
+        UNION ALL
+        SELECT m.object, 'privileges', coalesce(p.proacl, acldefault('f', p.proowner))::text
+        FROM member AS m JOIN pg_proc AS p ON p.oid = m.objid
+        WHERE m.classid = 'pg_proc'::regclass
+        -- types and domains
+        UNION ALL
+        SELECT t.object, 'type',
+               CASE t.typtype
+                   WHEN 'e' THEN 'enum ' || (SELECT string_agg(e.enumlabel, ', ' ORDER BY e.enumsortorder)
+                                             FROM pg_enum AS e WHERE e.enumtypid = t.oid)
+                   WHEN 'd' THEN 'domain over ' || format_type(t.typbasetype, t.typtypmod) ||
+                                 CASE WHEN t.typnotnull THEN ' NOT NULL' ELSE '' END ||
+                                 coalesce(' DEFAULT ' || t.typdefault, '')
+                   WHEN 'c' THEN 'composite'
+                   ELSE t.typtype::text
+               END || ' privileges ' || coalesce(t.typacl, acldefault('T', t.typowner))::text
+        FROM typ AS t
+        UNION ALL
+        SELECT t.object, 'constraint ' || c.conname, pg_get_constraintdef(c.oid)
+        FROM typ AS t JOIN pg_constraint AS c ON c.contypid = t.oid
+        -- tables, views, sequences and their parts
+        UNION ALL
+        SELECT r.object, 'relation',
+               r.relkind::text || ' persistence ' || r.relpersistence::text ||
+               ' options ' || coalesce(r.reloptions::text, '{}') ||
+               ' row security ' || r.relrowsecurity || '/' || r.relforcerowsecurity ||
+               ' replica identity ' || r.relreplident::text ||
+               ' privileges ' || coalesce(r.relacl, acldefault(CASE r.relkind WHEN 'S' THEN 's' ELSE 'r' END::"char",
+                                                               r.relowner))::text
+        FROM relation AS r
+        UNION ALL
+        SELECT a.object, 'column ' || a.attname, a.position || ': ' || a.definition
+        FROM attribute AS a
+        UNION ALL
+        SELECT r.object, 'constraint ' || c.conname, pg_get_constraintdef(c.oid)
+        FROM relation AS r JOIN pg_constraint AS c ON c.conrelid = r.oid
+        UNION ALL
+        SELECT r.object, 'index ' || i.indexrelid::regclass,
+               pg_get_indexdef(i.indexrelid) ||
+               CASE WHEN i.indisclustered THEN ' clustered' ELSE '' END ||
+               CASE WHEN i.indisreplident THEN ' replica identity' ELSE '' END
+        FROM relation AS r JOIN pg_index AS i ON i.indrelid = r.oid
+        UNION ALL
+        SELECT r.object, 'trigger ' || t.tgname, pg_get_triggerdef(t.oid) || ' enabled ' || t.tgenabled::text
+        FROM relation AS r JOIN pg_trigger AS t ON t.tgrelid = r.oid
+        UNION ALL
+        SELECT r.object, 'rule ' || w.rulename, pg_get_ruledef(w.oid)
+        FROM relation AS r JOIN pg_rewrite AS w ON w.ev_class = r.oid
+        WHERE w.rulename <> '_RETURN'
+        UNION ALL
+        SELECT r.object, 'policy ' || p.polname,
+               p.polcmd::text || ' ' || p.polpermissive || ' ' || p.polroles::regrole[]::text ||
+               coalesce(' USING ' || pg_get_expr(p.polqual, p.polrelid), '') ||
+               coalesce(' WITH CHECK ' || pg_get_expr(p.polwithcheck, p.polrelid), '')
+        FROM relation AS r JOIN pg_policy AS p ON p.polrelid = r.oid
+        UNION ALL
+        SELECT r.object, 'view definition line ' || to_char(l.n, 'FM000'), l.line
+        FROM relation AS r,
+             regexp_split_to_table(pg_get_viewdef(r.oid, true), E'\n') WITH ORDINALITY AS l(line, n)
+        WHERE r.relkind IN ('v', 'm')
+        UNION ALL
+        SELECT r.object, 'sequence',
+               format('%s start %s increment %s min %s max %s cache %s%s', s.seqtypid::regtype, s.seqstart,
+                      s.seqincrement, s.seqmin, s.seqmax, s.seqcache, CASE WHEN s.seqcycle THEN ' cycle' ELSE '' END)
+        FROM relation AS r JOIN pg_sequence AS s ON s.seqrelid = r.oid
+        UNION ALL
+        SELECT r.object, 'owned by', pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid)
+        FROM relation AS r
+        JOIN pg_depend AS d ON d.classid = 'pg_class'::regclass AND d.objid = r.oid AND d.deptype = 'a'
+        WHERE r.relkind = 'S'
+        -- event triggers
+        UNION ALL
+        SELECT m.object, 'event trigger',
+               t.evtevent || ' ' || coalesce(t.evttags::text, '') || ' ' || t.evtfoid::regprocedure ||
+               ' enabled ' || t.evtenabled::text
+        FROM member AS m JOIN pg_event_trigger AS t ON t.oid = m.objid
+        WHERE m.classid = 'pg_event_trigger'::regclass
+        -- the extension itself, and the tables pg_dump dumps the rows of
+        UNION ALL
+        SELECT 'extension ' || e.extname,
+               'version, schema, relocatable',
+               e.extversion || ' ' || e.extnamespace::regnamespace || ' ' || e.extrelocatable
+        FROM pg_extension AS e WHERE e.extname = 'idempotent_pay'
+        UNION ALL
+        SELECT pg_describe_object('pg_class'::regclass, c.config, 0), 'pg_dump dumps its rows',
+               c.n || ' of ' || cardinality(e.extconfig) || ', condition ' || quote_literal(e.extcondition[c.n])
+        FROM pg_extension AS e, unnest(e.extconfig) WITH ORDINALITY AS c(config, n)
+        WHERE e.extname = 'idempotent_pay'
+    )
+    SELECT jsonb_agg(jsonb_build_array(object, aspect, coalesce(value, '(null)'))) AS members,
+           count(DISTINCT object) AS objects, count(*) AS aspects
+    FROM aspect
 $query$ AS describe_extension \gset
 
+CREATE DATABASE regress_chain;
 CREATE DATABASE regress_upgraded;
 CREATE DATABASE regress_from_1_1;
 CREATE DATABASE regress_from_1_2;
 CREATE DATABASE regress_fresh;
+
+-- 1.0 updated to the default version with nothing else done: what the
+-- update scripts alone make.
+\c regress_chain
+CREATE EXTENSION idempotent_pay VERSION '1.0';
+ALTER EXTENSION idempotent_pay UPDATE;
+SELECT extversion,
+       'pay_status'::regtype::oid < 'pay_bizno(text, text)'::regprocedure::oid AS ran_complete_script
+FROM pg_extension WHERE extname = 'idempotent_pay';
+:describe_extension \gset chain_
 
 \c regress_upgraded
 CREATE EXTENSION idempotent_pay VERSION '1.0';
@@ -175,17 +314,48 @@ SELECT * FROM pay_verify();
 DROP OWNED BY regress_upgrade_app;
 :describe_extension \gset from_1_2_
 
+-- A fresh install runs the complete script, not 1.0 and the updates: its
+-- first object is the type pay_status, where 1.0's is pay_bizno.
 \c regress_fresh
 CREATE EXTENSION idempotent_pay;
-SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
+SELECT extversion,
+       'pay_status'::regtype::oid < 'pay_bizno(text, text)'::regprocedure::oid AS ran_complete_script
+FROM pg_extension WHERE extname = 'idempotent_pay';
 :describe_extension \gset fresh_
 
-SELECT :upgraded_objects AS objects, :upgraded_objects = :fresh_objects AS same_count,
-       :'upgraded_digest' = :'fresh_digest' AS same_definitions,
-       :'from_1_1_digest' = :'fresh_digest' AS same_from_1_1,
-       :'from_1_2_digest' = :'fresh_digest' AS same_from_1_2;
+-- What was compared, and every difference: none.  A difference is a row
+-- naming the installation, the object and the aspect, with the value of
+-- each side (NULL where one side has no such aspect, e.g. a missing object
+-- or column).  The installations used above had a role granted before
+-- their update; the update scripts grant such a role the functions they
+-- add or make anew, and a grant made by an extension script is recorded
+-- among the extension's initial privileges (pg_init_privs), where DROP
+-- OWNED BY leaves it.  So the initial privileges of those installations
+-- are not a fresh install's; they are compared for the clean update alone.
+CREATE TEMPORARY TABLE described (install text, ord integer, object text, aspect text, value text);
+INSERT INTO described
+SELECT i.install, i.ord, e ->> 0, e ->> 1, e ->> 2
+FROM (VALUES ('fresh', 0, :'fresh_members'::jsonb),
+             ('updated from 1.0 alone', 1, :'chain_members'::jsonb),
+             ('used 1.0, updated', 2, :'upgraded_members'::jsonb),
+             ('used 1.1, updated', 3, :'from_1_1_members'::jsonb),
+             ('used 1.2, updated', 4, :'from_1_2_members'::jsonb)) AS i(install, ord, members),
+     jsonb_array_elements(i.members) AS e;
+SELECT install, count(DISTINCT object) AS objects, count(*) AS aspects
+FROM described GROUP BY install, ord ORDER BY ord;
+SELECT i.install, d.object, d.aspect, d.updated, d.fresh
+FROM (SELECT DISTINCT install, ord FROM described WHERE install <> 'fresh') AS i
+CROSS JOIN LATERAL (
+    SELECT object, aspect, u.value AS updated, f.value AS fresh
+    FROM (SELECT object, aspect, value FROM described WHERE install = i.install) AS u
+    FULL JOIN (SELECT object, aspect, value FROM described WHERE install = 'fresh') AS f USING (object, aspect)
+    WHERE u.value IS DISTINCT FROM f.value
+) AS d
+WHERE i.ord = 1 OR d.aspect NOT LIKE 'initial privileges%'
+ORDER BY i.ord, d.object, d.aspect;
 
 \c :regression_database
+DROP DATABASE regress_chain;
 DROP DATABASE regress_upgraded;
 DROP DATABASE regress_from_1_1;
 DROP DATABASE regress_from_1_2;

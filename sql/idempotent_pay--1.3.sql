@@ -1,0 +1,1219 @@
+/* idempotent_pay 1.3, complete: every object of the extension in its final form */
+
+\echo Use "CREATE EXTENSION idempotent_pay" to load this file. \quit
+
+/*
+ * CREATE EXTENSION idempotent_pay (version 1.3) runs this script alone.  An
+ * installation of an earlier version reaches the same objects through the
+ * update scripts idempotent_pay--1.0--1.1.sql, --1.1--1.2.sql and
+ * --1.2--1.3.sql; sql/upgrade.sql compares the two, object by object, and
+ * fails on any difference.  A later version changes objects in an update
+ * script from 1.3 (or in a complete script of its own); this one stays as
+ * 1.3 is.
+ *
+ * Names, column order, constraint and trigger names are those the update
+ * scripts leave behind, so that a dump of one installation restores into
+ * the other.  The order of the script:
+ *
+ *    1. types and domains
+ *    2. the tables: the ledger and the journal, their indexes
+ *    3. the triggers: the guard, the ledger's bookkeeping and journal, and
+ *       the event triggers that keep the ledger and its guards in place
+ *    4. the bizNo and the state machine, as functions
+ *    5. the payment API, called by applications
+ *    6. the operator functions: repair, refunds, second charges,
+ *       verification, reconciliation, stats, guarding user tables
+ *    7. the views
+ *    8. privileges, and pay_grant / pay_grant_operator
+ *    9. what pg_dump dumps of the extension's tables
+ *
+ * C functions name their entry point in the library: an entry point whose
+ * name ends in _1_3 is the behaviour of version 1.3, which the library
+ * keeps next to the older ones for installations not yet updated.
+ */
+
+
+/* 1. Types and domains ---------------------------------------------------- */
+
+-- The states of a payment and of a refund, and the legal moves between them
+-- (pay_allowed, the view pay_transitions).
+CREATE TYPE @extschema@.pay_status AS ENUM ('INIT', 'PROCESSING', 'SUCCESS', 'FAILED');
+
+COMMENT ON TYPE @extschema@.pay_status IS
+'The state of a payment: INIT -> PROCESSING -> SUCCESS | FAILED, FAILED -> INIT by reset';
+
+-- The decision pay_begin and pay_claim hand the caller before a charge.
+CREATE TYPE @extschema@.pay_action AS ENUM ('PROCEED', 'ALREADY_SUCCEEDED', 'IN_PROGRESS', 'NEEDS_RESET');
+
+COMMENT ON TYPE @extschema@.pay_action IS
+'What pay_begin tells the caller: charge now, answer the earlier success, wait or ask the bank, or reset first';
+
+-- pay_succeed's answer: a value every driver shows, where a second charge
+-- announced as a WARNING would need a notice handler to be seen.
+CREATE TYPE @extschema@.pay_settlement AS ENUM ('SUCCESS', 'SECOND_CHARGE');
+
+COMMENT ON TYPE @extschema@.pay_settlement IS
+'What pay_succeed answers: SUCCESS, or SECOND_CHARGE when the bank reported another charge of a payment that had succeeded (refund it)';
+
+-- pay_claim's answer: the decision together with the fencing token (the
+-- attempt) and, for a payment already settled, what to answer again.
+CREATE TYPE @extschema@.pay_claim AS (
+    action      @extschema@.pay_action,
+    attempt     integer,
+    status      @extschema@.pay_status,
+    channel_ref text,
+    response    jsonb
+);
+
+COMMENT ON TYPE @extschema@.pay_claim IS
+'What pay_claim answers: the decision, the attempt to charge under or in flight, the status, and a success''s reference and response';
+
+-- One rule for amounts and currencies (src/amount.c), applied alike by the
+-- API's checks and by the domains of the ledger's columns: no NaN, no
+-- Infinity, nothing at or below zero; three upper-case letters.
+CREATE FUNCTION @extschema@.pay_amount_valid(amount numeric)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pay_amount_valid'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_amount_valid(numeric) IS
+'Whether a number is a payment amount: finite and greater than 0 (not NaN, not Infinity)';
+
+CREATE FUNCTION @extschema@.pay_currency_valid(currency text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pay_currency_valid'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_currency_valid(text) IS
+'Whether a text is an ISO 4217 currency code: three upper-case letters';
+
+-- The constraints carry the names the update to 1.2 gave them, where a DBA
+-- may have had to VALIDATE them by hand.
+CREATE DOMAIN @extschema@.pay_amount AS numeric
+    CONSTRAINT pay_amount_check CHECK (@extschema@.pay_amount_valid(VALUE));
+
+COMMENT ON DOMAIN @extschema@.pay_amount IS
+'A payment amount: finite and greater than 0';
+
+CREATE DOMAIN @extschema@.pay_currency AS text
+    CONSTRAINT pay_currency_check CHECK (@extschema@.pay_currency_valid(VALUE));
+
+COMMENT ON DOMAIN @extschema@.pay_currency IS
+'An ISO 4217 currency code: three upper-case letters';
+
+
+/* 2. The tables ----------------------------------------------------------- */
+
+-- The ledger: one row per bizNo, a payment or a refund.  Written only through
+-- the API (and by a DBA under the guard); its triggers keep the derived
+-- columns and append the journal.  The columns are in the order an
+-- installation updated from 1.0 has them (note, parent, refund_key and
+-- response were added last), so that rows dumped from either restore into
+-- the other.  Rows are updated in place a few times each: fillfactor 90
+-- leaves room on the page for those updates.
+CREATE TABLE @extschema@.pay_ledger (
+    bizno               text PRIMARY KEY,
+    prefix              text,
+    biz_id              text,
+    status              @extschema@.pay_status NOT NULL DEFAULT 'INIT',
+    amount              @extschema@.pay_amount,
+    currency            @extschema@.pay_currency,
+    attempt             integer NOT NULL DEFAULT 0,
+    channel_ref         text,
+    last_error          text,
+    created_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    processing_since    timestamptz,
+    note                text,
+    parent              text,
+    refund_key          text,
+    response            jsonb
+) WITH (fillfactor = 90);
+
+COMMENT ON TABLE @extschema@.pay_ledger IS
+'One row per bizNo: its state, amount and attempts; written through the pay_* functions';
+COMMENT ON COLUMN @extschema@.pay_ledger.attempt IS
+'How many times the payment entered PROCESSING; kept by the ledger';
+COMMENT ON COLUMN @extschema@.pay_ledger.processing_since IS
+'When the payment last entered PROCESSING; kept by the ledger';
+COMMENT ON COLUMN @extschema@.pay_ledger.note IS
+'The note of the latest write, journaled with it; NULL when that write set none (kept by the ledger)';
+COMMENT ON COLUMN @extschema@.pay_ledger.parent IS
+'A refund''s payment, the bizNo of the SUCCESS payment it pays back; NULL for a payment; never changes';
+COMMENT ON COLUMN @extschema@.pay_ledger.refund_key IS
+'A refund''s key among the refunds of its payment (pay_refund_open''s refund_key); never changes';
+COMMENT ON COLUMN @extschema@.pay_ledger.response IS
+'The first answer given with pay_succeed, replayed by every later claim; never changes once SUCCESS';
+
+-- One business action, one bizNo.  Only a bizNo made by pay_bizno has a
+-- (prefix, biz_id); keys of other systems have neither and need no entry.
+CREATE UNIQUE INDEX pay_ledger_prefix_biz_id_key ON @extschema@.pay_ledger (prefix, biz_id)
+    WHERE biz_id IS NOT NULL;
+
+-- One refund per refund key of a payment; also the index a payment's refunds
+-- are summed through.  Payments (parent NULL) need no entry.
+CREATE UNIQUE INDEX pay_ledger_parent_refund_key_key ON @extschema@.pay_ledger (parent, refund_key)
+    WHERE parent IS NOT NULL;
+
+-- The journal: append-only, one row per transition and per change of amount
+-- or currency of a ledger row, written by the ledger's trigger.  The refund
+-- limit, pay_verify and pay_second_charges read it.
+CREATE TABLE @extschema@.pay_journal (
+    seq                 bigserial PRIMARY KEY,
+    bizno               text NOT NULL,
+    attempt             integer NOT NULL,
+    from_status         @extschema@.pay_status,
+    to_status           @extschema@.pay_status NOT NULL,
+    amount              numeric,
+    currency            text,
+    at                  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    txid                xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    actor               text NOT NULL DEFAULT CURRENT_USER,
+    note                text
+);
+
+-- A payment's history in order.
+CREATE INDEX pay_journal_bizno_seq_idx ON @extschema@.pay_journal (bizno, seq);
+
+COMMENT ON TABLE @extschema@.pay_journal IS
+'Append-only: one row per transition and per amount change of a ledger row, written by the ledger''s trigger';
+COMMENT ON COLUMN @extschema@.pay_journal.from_status IS
+'NULL when the ledger row was created';
+COMMENT ON COLUMN @extschema@.pay_journal.actor IS
+'The role that made the change (the session''s role, not the owner the API runs as)';
+
+
+/* 3. The triggers --------------------------------------------------------- */
+
+-- The guard (src/trigger_guard.c): one trigger function for the ledger, the
+-- journal and the user tables pay_protect guards.  Its arguments name the status
+-- column and the columns frozen once a payment is under way; without
+-- arguments the table is append-only.
+CREATE FUNCTION @extschema@.pay_guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'pay_guard'
+LANGUAGE C;
+
+COMMENT ON FUNCTION @extschema@.pay_guard() IS
+'Trigger enforcing the payment state machine: pay_guard(status_column, frozen_column...); with no arguments the table is append-only';
+
+-- The ledger's own triggers (src/trigger_bookkeeping.c and
+-- src/trigger_journal.c).  Bookkeeping fills the derived columns and holds
+-- every write to 1.3's rules for a payment's values (a known currency, an
+-- amount in its minor units, a success's reference, bounded texts) and to
+-- the rules of refunds.
+CREATE FUNCTION @extschema@.pay_ledger_bookkeeping()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'pay_ledger_bookkeeping_1_3'
+LANGUAGE C;
+
+COMMENT ON FUNCTION @extschema@.pay_ledger_bookkeeping() IS
+'Trigger keeping the ledger''s derived columns: prefix, biz_id, attempt, timestamps';
+
+CREATE FUNCTION @extschema@.pay_ledger_journal()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'pay_ledger_journal'
+LANGUAGE C;
+
+COMMENT ON FUNCTION @extschema@.pay_ledger_journal() IS
+'Trigger appending one journal row per transition and amount change of the ledger';
+
+-- Triggers of one event fire in the order of their names, so the names are
+-- part of the behaviour: on the ledger pay_ledger_bookkeeping completes a
+-- row before pay_ledger_guard judges it.  The guards fire ALWAYS, also
+-- where session_replication_role is replica, as in a logical replica's
+-- apply.
+CREATE TRIGGER pay_ledger_guard
+    BEFORE INSERT OR UPDATE OR DELETE ON @extschema@.pay_ledger
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard('status', 'amount', 'currency');
+CREATE TRIGGER pay_ledger_guard_truncate
+    BEFORE TRUNCATE ON @extschema@.pay_ledger
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard('status', 'amount', 'currency');
+ALTER TABLE @extschema@.pay_ledger ENABLE ALWAYS TRIGGER pay_ledger_guard;
+ALTER TABLE @extschema@.pay_ledger ENABLE ALWAYS TRIGGER pay_ledger_guard_truncate;
+
+CREATE TRIGGER pay_ledger_bookkeeping
+    BEFORE INSERT OR UPDATE ON @extschema@.pay_ledger
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_ledger_bookkeeping();
+CREATE TRIGGER pay_ledger_journal_insert
+    AFTER INSERT ON @extschema@.pay_ledger
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_ledger_journal();
+-- No WHEN clause: the trigger function itself skips an UPDATE that changes
+-- none of status, amount and currency, which costs less than a WHEN clause
+-- compiled again for every statement.
+CREATE TRIGGER pay_ledger_journal_update
+    AFTER UPDATE ON @extschema@.pay_ledger
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_ledger_journal();
+
+CREATE TRIGGER pay_journal_guard
+    BEFORE UPDATE OR DELETE ON @extschema@.pay_journal
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard();
+CREATE TRIGGER pay_journal_guard_truncate
+    BEFORE TRUNCATE ON @extschema@.pay_journal
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
+ALTER TABLE @extschema@.pay_journal ENABLE ALWAYS TRIGGER pay_journal_guard;
+ALTER TABLE @extschema@.pay_journal ENABLE ALWAYS TRIGGER pay_journal_guard_truncate;
+
+-- The ledger across the database's life (src/lifecycle.c): dropping the
+-- extension, its schema or its owner's objects would drop the payments
+-- with it, so while the ledger holds one that is refused.
+CREATE FUNCTION @extschema@.pay_refuse_drop()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'pay_refuse_drop'
+LANGUAGE C;
+
+COMMENT ON FUNCTION @extschema@.pay_refuse_drop() IS
+'Event trigger refusing DROP EXTENSION idempotent_pay (and DROP SCHEMA ... CASCADE of its schema, DROP OWNED BY its owner) while pay_ledger holds a payment';
+
+CREATE EVENT TRIGGER pay_refuse_drop ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA', 'DROP OWNED')
+    EXECUTE FUNCTION @extschema@.pay_refuse_drop();
+ALTER EVENT TRIGGER pay_refuse_drop ENABLE ALWAYS;
+
+-- ALTER TABLE ... ENABLE TRIGGER [ALL] (pg_restore --disable-triggers ends
+-- with it) turns a guard back to firing in origin sessions only; this event
+-- trigger, after every ALTER TABLE in the database and by any role, makes
+-- such a guard ALWAYS again.  It reads the catalogs only, so it needs no
+-- privilege on the extension's schema, and names nothing by its schema.
+CREATE FUNCTION @extschema@.pay_keep_guards_always()
+RETURNS event_trigger
+AS $$
+DECLARE
+    guard record;
+BEGIN
+    FOR guard IN
+        SELECT t.tgrelid::pg_catalog.regclass AS tbl, t.tgname
+        FROM pg_catalog.pg_trigger AS t
+        JOIN pg_catalog.pg_event_trigger_ddl_commands() AS c
+          ON c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+         AND c.objid OPERATOR(pg_catalog.=) t.tgrelid
+        JOIN pg_catalog.pg_proc AS p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+        JOIN pg_catalog.pg_extension AS e ON e.extnamespace OPERATOR(pg_catalog.=) p.pronamespace
+        WHERE e.extname OPERATOR(pg_catalog.=) 'idempotent_pay'
+          AND p.proname OPERATOR(pg_catalog.=) 'pay_guard'
+          AND t.tgenabled OPERATOR(pg_catalog.=) 'O'
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', guard.tbl, guard.tgname);
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_keep_guards_always() IS
+'Event trigger putting a re-enabled pay_guard back to ENABLE ALWAYS';
+
+CREATE EVENT TRIGGER pay_keep_guards_always ON ddl_command_end
+    WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION @extschema@.pay_keep_guards_always();
+ALTER EVENT TRIGGER pay_keep_guards_always ENABLE ALWAYS;
+
+
+/* 4. The bizNo and the state machine -------------------------------------- */
+
+-- bizNo: generation, validation, parsing (src/bizno.c, src/bizno_format.c)
+
+CREATE FUNCTION @extschema@.pay_bizno(prefix text, biz_id text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_bizno'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_bizno(text, text) IS
+'A new, cluster-unique business serial number: PREFIX-BIZID-YYYYMMDDHHMMSSmmm-NODE-UNIQUE+check';
+
+CREATE FUNCTION @extschema@.pay_bizno_valid(bizno text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pay_bizno_valid'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_bizno_valid(text) IS
+'Whether a text is a well-formed bizNo whose check character is right; never raises';
+
+CREATE FUNCTION @extschema@.pay_bizno_parse(bizno text,
+                                        OUT prefix text, OUT biz_id text, OUT issued_at timestamptz, OUT node_id integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'pay_bizno_parse'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_bizno_parse(text) IS
+'Splits a bizNo into prefix, biz_id, issue time and node id; 22P02 when malformed';
+
+-- The legal transitions (src/machine.c), the same table the guard applies.
+CREATE FUNCTION @extschema@.pay_allowed(from_status @extschema@.pay_status, to_status @extschema@.pay_status)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pay_allowed'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_allowed(@extschema@.pay_status, @extschema@.pay_status) IS
+'Whether from -> to is a legal transition (a NULL from is a new row); the same state again is a no-op, not a transition';
+
+-- The currencies a payment may be in: ISO 4217's active codes with their
+-- minor units, compiled into the library (src/currency.c); the view
+-- pay_currencies shows them.
+CREATE FUNCTION @extschema@.pay_currency_list(OUT code text, OUT minor_units integer, OUT name text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pay_currency_list'
+LANGUAGE C STABLE STRICT PARALLEL SAFE ROWS 170;
+
+
+/* 5. The payment API ------------------------------------------------------ */
+
+-- The API, C functions of the library (src/api_*.c), runs as the extension's owner
+-- (SECURITY DEFINER): an application role is granted EXECUTE on it
+-- (pay_grant) and nothing on the ledger but SELECT.  A NULL where a value
+-- is required is 22004 naming it.  The declarations keep the defaults of
+-- earlier versions, also where 1.3 requires the value (a new payment's
+-- amount and currency, a settlement's attempt and reference): an update
+-- cannot drop a default in place, and a fresh install declares the
+-- functions as an updated one has them.
+--
+-- The hot path -- pay_begin, pay_claim, pay_succeed, pay_fail -- has no SET
+-- clause: the C code writes and settles a payment through the access
+-- methods, runs no SQL and resolves no name there, and pins search_path
+-- itself for every statement it runs otherwise.  The other functions carry
+-- SET search_path.
+
+CREATE FUNCTION @extschema@.pay_open(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_open_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_open(text, text, numeric, text) IS
+'The bizNo of business action (prefix, biz_id): the recorded one, or a new one recorded as INIT';
+
+CREATE FUNCTION @extschema@.pay_claim(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
+RETURNS @extschema@.pay_claim
+AS 'MODULE_PATHNAME', 'pay_claim_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+COMMENT ON FUNCTION @extschema@.pay_claim(text, numeric, text) IS
+'pay_begin''s decision and, in the same round trip, the attempt (the fencing token), status, channel_ref and stored response';
+
+CREATE FUNCTION @extschema@.pay_open_claim(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL,
+    OUT bizno text, OUT action @extschema@.pay_action, OUT attempt integer, OUT status @extschema@.pay_status,
+    OUT channel_ref text, OUT response jsonb)
+RETURNS record
+AS 'MODULE_PATHNAME', 'pay_open_claim_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_open_claim(text, text, numeric, text) IS
+'pay_open and pay_claim in one call: the bizNo of the business action and the claim on it';
+
+-- pay_begin answers the decision alone, as it did before pay_claim existed.
+CREATE FUNCTION @extschema@.pay_begin(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
+RETURNS @extschema@.pay_action
+AS 'MODULE_PATHNAME', 'pay_begin_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+COMMENT ON FUNCTION @extschema@.pay_begin(text, numeric, text) IS
+'Decide a charge: PROCEED (now PROCESSING), ALREADY_SUCCEEDED, IN_PROGRESS (never charge again) or NEEDS_RESET';
+
+-- The settlements, each under the attempt the claim returned: an answer for
+-- an earlier attempt never settles a later one.
+CREATE FUNCTION @extschema@.pay_succeed(bizno text, channel_ref text DEFAULT NULL, attempt integer DEFAULT NULL,
+                                        response jsonb DEFAULT NULL)
+RETURNS @extschema@.pay_settlement
+AS 'MODULE_PATHNAME', 'pay_succeed_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+COMMENT ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb) IS
+'PROCESSING -> SUCCESS under the attempt pay_claim returned, with the bank''s reference (both required), storing the response every later claim replays; on SUCCESS a no-op, or SECOND_CHARGE when it brings another reference';
+
+CREATE FUNCTION @extschema@.pay_fail(bizno text, reason text DEFAULT NULL, attempt integer DEFAULT NULL)
+RETURNS @extschema@.pay_status
+AS 'MODULE_PATHNAME', 'pay_fail_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+COMMENT ON FUNCTION @extschema@.pay_fail(text, text, integer) IS
+'PROCESSING -> FAILED under the attempt pay_claim returned (required); a no-op on FAILED';
+
+-- Reading the ledger.  pay_get gives no row for an unknown bizNo; pay_find
+-- looks a payment up by its business action and creates nothing.
+CREATE FUNCTION @extschema@.pay_get(bizno text)
+RETURNS SETOF @extschema@.pay_ledger
+AS $$
+    SELECT l FROM @extschema@.pay_ledger AS l WHERE l.bizno OPERATOR(pg_catalog.=) $1
+$$
+LANGUAGE sql STABLE SECURITY DEFINER ROWS 1 SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_get(text) IS
+'The ledger row of a bizNo; no row when unknown';
+
+CREATE FUNCTION @extschema@.pay_find(prefix text, biz_id text)
+RETURNS SETOF @extschema@.pay_ledger
+AS $$
+    SELECT l FROM @extschema@.pay_ledger AS l
+    WHERE l.prefix OPERATOR(pg_catalog.=) $1 AND l.biz_id OPERATOR(pg_catalog.=) $2 AND l.parent IS NULL
+$$
+LANGUAGE sql STABLE SECURITY DEFINER ROWS 1 SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_find(text, text) IS
+'The ledger row of business action (prefix, biz_id); no row when it has none. Creates nothing';
+
+-- The payments a reconciler should ask the bank about; SKIP LOCKED lets
+-- several reconcilers share the work without waiting for each other.
+CREATE FUNCTION @extschema@.pay_stuck(older_than interval DEFAULT '1 minute', max_rows integer DEFAULT 100)
+RETURNS SETOF @extschema@.pay_ledger
+AS $$
+BEGIN
+    IF older_than IS NULL OR max_rows IS NULL THEN
+        RAISE EXCEPTION 'older_than and max_rows must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF max_rows OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1, not %', max_rows USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+        SELECT * FROM @extschema@.pay_ledger AS l
+        WHERE l.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
+          AND l.processing_since OPERATOR(pg_catalog.<=) (pg_catalog.now() OPERATOR(pg_catalog.-) older_than)
+        ORDER BY l.processing_since
+        LIMIT max_rows
+        FOR UPDATE SKIP LOCKED;
+END
+$$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_stuck(interval, integer) IS
+'PROCESSING payments older than older_than, oldest first, locked FOR UPDATE SKIP LOCKED for one reconciler';
+
+-- Refunds: a refund is a ledger row whose parent is the SUCCESS payment it
+-- pays back, named among that payment's refunds by its refund key.  Opened
+-- here, it is then claimed and settled as any payment (pay_claim,
+-- pay_succeed, pay_fail, pay_stuck, pay_reconcile); the ledger's
+-- bookkeeping holds every write to the rules of refunds (src/refund.c).
+CREATE FUNCTION @extschema@.pay_refund_open(bizno text, refund_key text, amount numeric, reason text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_refund_open_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_refund_open(text, text, numeric, text) IS
+'The bizNo of refund refund_key of SUCCESS payment bizno: found again, or recorded as INIT in the payment''s currency; claim and settle it as any payment';
+
+
+/* 6. The operator functions ----------------------------------------------- */
+
+-- Repairs: a failed payment is tried again only after an operator reset
+-- it, saying why; pay_transition is the generic guarded move.
+CREATE FUNCTION @extschema@.pay_reset(bizno text, note text)
+RETURNS @extschema@.pay_status
+AS 'MODULE_PATHNAME', 'pay_reset_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_reset(text, text) IS
+'FAILED -> INIT, with a note saying why; a no-op on INIT';
+
+CREATE FUNCTION @extschema@.pay_transition(bizno text, target @extschema@.pay_status, note text DEFAULT NULL)
+RETURNS @extschema@.pay_status
+AS 'MODULE_PATHNAME', 'pay_transition_1_3'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_transition(text, @extschema@.pay_status, text) IS
+'The generic guarded transition of a payment to target';
+
+-- Second charges: a bank that charged a payment twice.  A settlement
+-- reports one (pay_succeed with another reference answers SECOND_CHARGE); a
+-- bank statement confirms it (pay_reconcile, through
+-- pay_confirm_second_charge).  Only a confirmed one counts as captured, and
+-- so as refundable.
+CREATE FUNCTION @extschema@.pay_confirm_second_charge(bizno text, channel_ref text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pay_confirm_second_charge'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_confirm_second_charge(text, text) IS
+'A bank statement shows another charge of SUCCESS payment bizno under channel_ref: journal it once as confirmed, from then on counted as captured and refundable';
+
+-- Read from the journal's notes, one row per payment and bank reference.
+-- Older versions journaled a second charge as captured at once; their notes
+-- read as confirmed.  A function rather than a view: a view would depend on
+-- the journal's note column and keep a DBA from dropping it, a change the
+-- ledger's triggers otherwise follow.
+CREATE FUNCTION @extschema@.pay_second_charges(OUT bizno text, OUT channel_ref text,
+                                               OUT confirmed boolean, OUT reported_at timestamptz)
+RETURNS SETOF record
+AS $$
+    SELECT j.bizno,
+           pg_catalog.substring(j.note,
+               '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as '),
+           pg_catalog.bool_or(j.note NOT LIKE 'second charge reported: %'),
+           pg_catalog.min(j.at)
+    FROM @extschema@.pay_journal AS j
+    WHERE j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND j.note LIKE 'second charge%'
+    GROUP BY 1, 2
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_second_charges() IS
+'Every second charge the bank made of a payment, by reference; confirmed once a bank statement shows it (pay_reconcile), and only then counted as captured';
+
+-- The refund limit, counted in this one place, which the ledger's
+-- bookkeeping, pay_verify and an operator all read: what the bank captured
+-- (the success and every confirmed second charge, from the journal) less
+-- what the payment's refunds returned or hold.
+CREATE FUNCTION @extschema@.pay_refund_balance(bizno text, OUT captured numeric, OUT refunded numeric,
+                                               OUT in_flight numeric, OUT refundable numeric)
+RETURNS record
+AS $$
+    SELECT c.captured, r.refunded, r.in_flight,
+           c.captured OPERATOR(pg_catalog.-) r.refunded OPERATOR(pg_catalog.-) r.in_flight
+    FROM (SELECT COALESCE(pg_catalog.sum(j.amount), 0) AS captured
+          FROM @extschema@.pay_journal AS j
+          WHERE j.bizno OPERATOR(pg_catalog.=) $1
+            AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+            AND (j.note IS NULL OR j.note NOT LIKE 'second charge reported: %')) AS c,
+         (SELECT COALESCE(pg_catalog.sum(l.amount) FILTER (
+                     WHERE l.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status), 0) AS refunded,
+                 COALESCE(pg_catalog.sum(l.amount) FILTER (
+                     WHERE l.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status), 0) AS in_flight
+          FROM @extschema@.pay_ledger AS l
+          WHERE l.parent OPERATOR(pg_catalog.=) $1) AS r
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_refund_balance(text) IS
+'What the bank captured for a payment (its success and every second charge a bank statement confirmed), what its refunds returned (SUCCESS) and hold (PROCESSING), and what may still be refunded';
+
+-- The invariants between ledger and journal, and those of refunds and
+-- second charges.  Writes through the API and the ledger's triggers keep
+-- them; writes made with those triggers off (a replica's apply, a restore)
+-- may not, and pay_verify lists where.
+CREATE FUNCTION @extschema@.pay_verify()
+RETURNS TABLE (bizno text, problem text)
+AS $$
+    WITH entries AS (
+        SELECT j.bizno, j.seq, j.from_status, j.to_status,
+               pg_catalog.lag(j.to_status) OVER w AS previous_status,
+               pg_catalog.count(*) FILTER (WHERE j.from_status IS NULL) OVER w AS life
+        FROM @extschema@.pay_journal AS j
+        WINDOW w AS (PARTITION BY j.bizno ORDER BY j.seq)
+    ), latest_life AS (
+        SELECT DISTINCT ON (e.bizno) e.bizno, e.life, e.to_status
+        FROM entries AS e
+        ORDER BY e.bizno, e.seq DESC
+    ), summary AS (
+        SELECT ll.bizno, ll.to_status AS last_status,
+               pg_catalog.count(*) FILTER (
+                   WHERE e.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
+                     AND e.from_status IS DISTINCT FROM e.to_status) AS entries_into_processing
+        FROM latest_life AS ll
+        JOIN entries AS e ON e.bizno OPERATOR(pg_catalog.=) ll.bizno
+                         AND e.life OPERATOR(pg_catalog.=) ll.life
+        GROUP BY ll.bizno, ll.to_status
+    )
+    SELECT l.bizno, 'the journal has no entry for this payment'
+    FROM @extschema@.pay_ledger AS l
+    LEFT JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE s.bizno IS NULL
+    UNION ALL
+    SELECT l.bizno, pg_catalog.format('the ledger says %s, the latest journal entry says %s',
+                                      l.status, s.last_status)
+    FROM @extschema@.pay_ledger AS l
+    JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.status OPERATOR(pg_catalog.<>) s.last_status
+    UNION ALL
+    SELECT l.bizno, pg_catalog.format('attempt is %s, the journal shows %s entries into PROCESSING',
+                                      l.attempt, s.entries_into_processing)
+    FROM @extschema@.pay_ledger AS l
+    JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.attempt OPERATOR(pg_catalog.<>) s.entries_into_processing
+    UNION ALL
+    SELECT e.bizno, pg_catalog.format('journal entry %s goes from %s, but the entry before it ended in %s',
+                                      e.seq, e.from_status, e.previous_status)
+    FROM entries AS e
+    WHERE e.from_status IS NOT NULL
+      AND e.from_status IS DISTINCT FROM e.previous_status
+    UNION ALL
+    SELECT ll.bizno, pg_catalog.format('the journal says %s, but the ledger has no such payment',
+                                       ll.to_status)
+    FROM latest_life AS ll
+    LEFT JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) ll.bizno
+    WHERE l.bizno IS NULL
+      AND ll.to_status OPERATOR(pg_catalog.=) ANY
+          (ARRAY['PROCESSING', 'SUCCESS']::@extschema@.pay_status[])
+    UNION ALL
+    SELECT r.bizno,
+           CASE WHEN p.bizno IS NULL THEN
+                    pg_catalog.format('a refund of %s, which the ledger does not have', r.parent)
+                WHEN p.parent IS NOT NULL THEN
+                    pg_catalog.format('a refund of %s, which is itself a refund', r.parent)
+                WHEN p.status OPERATOR(pg_catalog.<>) 'SUCCESS' THEN
+                    pg_catalog.format('a refund of %s, which is %s', r.parent, p.status)
+                ELSE pg_catalog.format('a refund in %s of %s, which is in %s', r.currency, r.parent, p.currency)
+           END
+    FROM @extschema@.pay_ledger AS r
+    LEFT JOIN @extschema@.pay_ledger AS p ON p.bizno OPERATOR(pg_catalog.=) r.parent
+    WHERE r.parent IS NOT NULL
+      AND (p.bizno IS NULL OR p.parent IS NOT NULL
+           OR p.status OPERATOR(pg_catalog.<>) 'SUCCESS'
+           OR r.currency IS DISTINCT FROM p.currency)
+    UNION ALL
+    SELECT refunded.parent,
+           pg_catalog.format('its refunds return or hold %s, more than the %s captured',
+                             b.refunded OPERATOR(pg_catalog.+) b.in_flight, b.captured)
+    FROM (SELECT DISTINCT l.parent FROM @extschema@.pay_ledger AS l WHERE l.parent IS NOT NULL) AS refunded,
+         @extschema@.pay_refund_balance(refunded.parent) AS b
+    WHERE b.refundable OPERATOR(pg_catalog.<) 0
+    UNION ALL
+    SELECT c.bizno, pg_catalog.format('a second charge under %s was reported, and no bank statement confirms it',
+                                      c.channel_ref)
+    FROM @extschema@.pay_second_charges() AS c
+    WHERE NOT c.confirmed
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_verify() IS
+'Every violation of the ledger/journal invariants, including a PROCESSING or SUCCESS payment missing from the ledger and refunds beyond their payment''s capture; no rows when all hold';
+
+-- Reconciliation against the bank's statement, a table or view with the
+-- columns bizno, amount, currency, status and channel_ref.  A statement's
+-- bizno may carry the attempt as bizNo/attempt ("/" never occurs in a key);
+-- settling then happens under that attempt, so a late statement of an
+-- earlier attempt is refused rather than applied to a later one.  With
+-- settle => true it also settles the PROCESSING payments and refunds the
+-- bank has answered, and confirms a duplicate charge's second charges.
+CREATE FUNCTION @extschema@.pay_reconcile(statement regclass, settle boolean DEFAULT false,
+                                          since timestamptz DEFAULT NULL)
+RETURNS TABLE (kind text, bizno text, ledger_status @extschema@.pay_status, ledger_amount numeric,
+               bank_amount numeric, bank_rows integer, detail text)
+AS $$
+DECLARE
+    found record;
+    previous_note text;
+    reference text;
+    refund_status @extschema@.pay_status;
+    second_charges text[];
+    unrefunded boolean;
+BEGIN
+    IF statement IS NULL OR settle IS NULL THEN
+        RAISE EXCEPTION 'statement and settle must not be null' USING ERRCODE = '22004';
+    END IF;
+
+    FOR found IN EXECUTE pg_catalog.format($query$
+        WITH bank AS MATERIALIZED (
+            SELECT pg_catalog.split_part(s.bizno::pg_catalog.text, '/', 1) AS bizno,
+                   pg_catalog.count(*)::integer AS bank_rows,
+                   pg_catalog.count(*) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS successes,
+                   pg_catalog.count(*) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'FAILED') AS failures,
+                   pg_catalog.sum(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS charged,
+                   pg_catalog.min(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS least_amount,
+                   pg_catalog.max(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS greatest_amount,
+                   pg_catalog.min(s.currency) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS least_currency,
+                   pg_catalog.max(s.currency) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS greatest_currency,
+                   pg_catalog.min(s.channel_ref) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS channel_ref,
+                   pg_catalog.array_agg(DISTINCT s.channel_ref::pg_catalog.text) FILTER (
+                       WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS' AND s.channel_ref IS NOT NULL) AS channel_refs,
+                   pg_catalog.max(a.attempt) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS success_attempt,
+                   pg_catalog.max(a.attempt) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'FAILED') AS failure_attempt
+            FROM %s AS s,
+                 LATERAL (SELECT CASE WHEN pg_catalog.split_part(s.bizno::pg_catalog.text, '/', 2)
+                                           OPERATOR(pg_catalog.~) '^[0-9]{1,9}$'
+                                      THEN pg_catalog.split_part(s.bizno::pg_catalog.text, '/', 2)::pg_catalog.int4
+                                 END AS attempt) AS a
+            GROUP BY 1
+        ), joined AS MATERIALIZED (
+            SELECT COALESCE(l.bizno, b.bizno) AS bizno, l.status, l.amount, l.currency, l.updated_at,
+                   COALESCE(b.bank_rows, 0) AS bank_rows, COALESCE(b.successes, 0) AS successes,
+                   COALESCE(b.failures, 0) AS failures, b.charged, b.least_amount, b.greatest_amount,
+                   b.least_currency, b.greatest_currency, b.channel_ref, b.channel_refs,
+                   l.channel_ref AS ledger_channel_ref, l.parent, l.attempt AS ledger_attempt,
+                   b.success_attempt, b.failure_attempt
+            FROM @extschema@.pay_ledger AS l
+            FULL JOIN bank AS b ON b.bizno OPERATOR(pg_catalog.=) l.bizno
+        )
+        SELECT 'MISSING_IN_BANK' AS kind, j.*, 'the ledger says SUCCESS, the bank has no successful charge' AS detail
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.=) 0
+          AND ($1 IS NULL OR j.updated_at OPERATOR(pg_catalog.>=) $1)
+        UNION ALL
+        SELECT 'MISSING_IN_LEDGER', j.*,
+               CASE WHEN j.status IS NULL THEN 'the bank charged, the ledger has no such payment'
+                    ELSE 'the bank charged, the ledger says ' OPERATOR(pg_catalog.||) j.status END
+        FROM joined AS j
+        WHERE j.successes OPERATOR(pg_catalog.>) 0
+          AND (j.status IS NULL OR j.status OPERATOR(pg_catalog.=) 'INIT')
+        UNION ALL
+        SELECT 'DUPLICATE_CHARGE', j.*, pg_catalog.format('the bank charged %%s times', j.successes)
+        FROM joined AS j
+        WHERE j.successes OPERATOR(pg_catalog.>) 1
+        UNION ALL
+        SELECT 'AMOUNT_MISMATCH', j.*,
+               pg_catalog.format('the ledger says %%s, the bank charged %%s', j.amount, j.least_amount)
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.>) 0
+          AND (j.least_amount OPERATOR(pg_catalog.<>) j.amount OR j.greatest_amount OPERATOR(pg_catalog.<>) j.amount)
+        UNION ALL
+        SELECT 'CURRENCY_MISMATCH', j.*,
+               pg_catalog.format('the ledger says %%s, the bank charged in %%s', j.currency, j.least_currency)
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.>) 0
+          AND j.currency IS NOT NULL
+          AND (j.least_currency OPERATOR(pg_catalog.<>) j.currency OR j.greatest_currency OPERATOR(pg_catalog.<>) j.currency)
+        UNION ALL
+        SELECT 'STATUS_MISMATCH', j.*, 'the ledger says FAILED, the bank charged'
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'FAILED' AND j.successes OPERATOR(pg_catalog.>) 0
+        UNION ALL
+        SELECT 'UNRESOLVED_PROCESSING', j.*,
+               CASE WHEN j.successes OPERATOR(pg_catalog.>) 0 THEN 'the bank reports SUCCESS'
+                    ELSE 'the bank reports FAILED' END
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'PROCESSING'
+          AND (j.successes OPERATOR(pg_catalog.>) 0 OR j.failures OPERATOR(pg_catalog.>) 0)
+        ORDER BY 1, 2
+    $query$, statement) USING since
+    LOOP
+        kind := found.kind;
+        bizno := found.bizno;
+        ledger_status := found.status;
+        ledger_amount := found.amount;
+        bank_amount := found.charged;
+        bank_rows := found.bank_rows;
+        detail := found.detail;
+
+        IF settle AND found.kind OPERATOR(pg_catalog.=) 'UNRESOLVED_PROCESSING' THEN
+            -- NULL until the library is loaded (by the first settling below)
+            previous_note := pg_catalog.current_setting('idempotent_pay.journal_note', true);
+            PERFORM pg_catalog.set_config('idempotent_pay.journal_note', 'settled by reconciliation', true);
+            BEGIN
+                -- under the attempt the bank's reference names, else the current one
+                IF found.successes OPERATOR(pg_catalog.>) 0 THEN
+                    PERFORM @extschema@.pay_succeed(found.bizno, found.channel_ref,
+                        COALESCE(found.success_attempt, found.ledger_attempt));
+                    ledger_status := 'SUCCESS';
+                ELSE
+                    ledger_status := @extschema@.pay_fail(found.bizno,
+                        'settled by reconciliation: the bank reports FAILED',
+                        COALESCE(found.failure_attempt, found.ledger_attempt));
+                END IF;
+                detail := detail OPERATOR(pg_catalog.||) ': settled as ' OPERATOR(pg_catalog.||) ledger_status;
+            EXCEPTION WHEN OTHERS THEN
+                detail := detail OPERATOR(pg_catalog.||) ': not settled, ' OPERATOR(pg_catalog.||) SQLERRM;
+            END;
+            PERFORM pg_catalog.set_config('idempotent_pay.journal_note', previous_note, true);
+        END IF;
+
+        -- A duplicate charge: each charge under another reference than the
+        -- ledger's is listed with its refund; settling journals it once as
+        -- a second charge confirmed by the statement, which the refund limit
+        -- then counts as captured.  The
+        -- refund is keyed by that reference.
+        IF found.kind OPERATOR(pg_catalog.=) 'DUPLICATE_CHARGE'
+           AND found.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+            IF found.ledger_channel_ref IS NULL THEN
+                detail := detail OPERATOR(pg_catalog.||)
+                    ': the ledger has no channel_ref to tell the first charge from the others';
+            ELSE
+                second_charges := '{}';
+                unrefunded := false;
+                BEGIN
+                    FOREACH reference IN ARRAY found.channel_refs LOOP
+                        CONTINUE WHEN reference OPERATOR(pg_catalog.=) found.ledger_channel_ref;
+                        IF settle THEN
+                            PERFORM @extschema@.pay_confirm_second_charge(found.bizno, reference);
+                        END IF;
+                        refund_status := (SELECT r.status FROM @extschema@.pay_ledger AS r
+                                          WHERE r.parent OPERATOR(pg_catalog.=) found.bizno
+                                            AND r.refund_key OPERATOR(pg_catalog.=) reference);
+                        unrefunded := unrefunded OR refund_status IS DISTINCT FROM 'SUCCESS';
+                        second_charges := second_charges OPERATOR(pg_catalog.||) pg_catalog.format('%s (%s)',
+                            reference, COALESCE('refund ' OPERATOR(pg_catalog.||) refund_status, 'not refunded'));
+                    END LOOP;
+                    detail := pg_catalog.format('%s: %s %s', detail,
+                        CASE WHEN settle THEN 'second charges journaled:' ELSE 'second charges:' END,
+                        pg_catalog.array_to_string(second_charges, ', '));
+                    IF unrefunded THEN
+                        detail := pg_catalog.format('%s; refund each with pay_refund_open(%L, <its reference>, %s)',
+                                                    detail, found.bizno, found.amount);
+                    END IF;
+                EXCEPTION WHEN OTHERS THEN
+                    detail := detail OPERATOR(pg_catalog.||) ': not settled, ' OPERATOR(pg_catalog.||) SQLERRM;
+                END;
+            END IF;
+        END IF;
+
+        IF found.parent IS NOT NULL THEN
+            detail := pg_catalog.format('refund of %s: %s', found.parent, detail);
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_reconcile(regclass, boolean, timestamptz) IS
+'Compare the ledger with a bank statement (bizno, amount, currency, status, channel_ref), refunds included; settle => true settles PROCESSING payments and refunds the bank has answered and journals the second charges of a DUPLICATE_CHARGE';
+
+-- The same, of a statement given as rows: a JSON array of objects with
+-- bizno, amount, currency, status and channel_ref.  idempotent_pay_proxy
+-- sends each partition its share of a statement loaded in the proxy's
+-- database, which no partition can read; the rows go into a temporary table
+-- that pay_reconcile then reads.
+CREATE FUNCTION @extschema@.pay_reconcile_rows(statement jsonb, settle boolean DEFAULT false,
+                                               since timestamptz DEFAULT NULL)
+RETURNS TABLE (kind text, bizno text, ledger_status @extschema@.pay_status, ledger_amount numeric,
+               bank_amount numeric, bank_rows integer, detail text)
+AS $$
+BEGIN
+    IF statement IS NULL OR settle IS NULL THEN
+        RAISE EXCEPTION 'statement and settle must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF pg_catalog.jsonb_typeof(statement) OPERATOR(pg_catalog.<>) 'array' THEN
+        RAISE EXCEPTION 'a statement is a JSON array of rows, not a JSON %', pg_catalog.jsonb_typeof(statement)
+            USING ERRCODE = '22023',
+                  HINT = 'Pass [{"bizno": ..., "amount": ..., "currency": ..., "status": ..., "channel_ref": ...}, ...].';
+    END IF;
+    -- a second call in one transaction finds the first one's table
+    IF pg_catalog.to_regclass('pg_temp.pay_statement_rows') IS NOT NULL THEN
+        DROP TABLE pg_temp.pay_statement_rows;
+    END IF;
+    CREATE TEMPORARY TABLE pay_statement_rows ON COMMIT DROP AS
+        SELECT s.bizno, s.amount, s.currency, s.status, s.channel_ref
+        FROM pg_catalog.jsonb_to_recordset(statement)
+             AS s(bizno text, amount numeric, currency text, status text, channel_ref text);
+    -- looked up when run: the table is new on every call
+    RETURN QUERY SELECT * FROM @extschema@.pay_reconcile(
+        pg_catalog.to_regclass('pg_temp.pay_statement_rows'), settle, since);
+    DROP TABLE pg_temp.pay_statement_rows;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz) IS
+'pay_reconcile of a statement given as a JSON array of rows (bizno, amount, currency, status, channel_ref): what idempotent_pay_proxy sends each partition';
+
+-- Stats (src/stats.c): the setting idempotent_pay.stuck_after and the
+-- counters of duplicate answers, kept in shared memory when the library is
+-- preloaded; the view pay_stats shows them next to the ledger's counts.
+CREATE FUNCTION @extschema@.pay_stats_counters(OUT stuck_after interval, OUT already_succeeded bigint,
+                                               OUT in_progress bigint, OUT stats_reset timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'pay_stats_counters'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_counters() IS
+'idempotent_pay.stuck_after and the shared counters of duplicate answers (NULL unless preloaded)';
+
+CREATE FUNCTION @extschema@.pay_stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'pay_stats_reset'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_reset() IS
+'Start the counters of pay_stats again from zero';
+
+-- Guarding a user's table that already exists with the payment state
+-- machine: pay_protect checks the status column's type and every row's
+-- label under a lock that keeps rows from changing meanwhile, then installs
+-- the guard's two triggers, firing ALWAYS; it warns when the table's owner,
+-- who can disable them, is not a superuser.  pay_unprotect removes them,
+-- never the ledger's or the journal's.
+CREATE FUNCTION @extschema@.pay_protect(tbl regclass, status_column name DEFAULT 'status',
+                                        frozen_columns name[] DEFAULT '{}')
+RETURNS void
+AS $$
+DECLARE
+    status_type regtype;
+    column_name name;
+    offending text;
+    offending_found boolean;
+BEGIN
+    IF tbl IS NULL OR status_column IS NULL OR frozen_columns IS NULL THEN
+        RAISE EXCEPTION 'tbl, status_column and frozen_columns must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF (SELECT c.relkind FROM pg_catalog.pg_class AS c WHERE c.oid OPERATOR(pg_catalog.=) tbl)
+       OPERATOR(pg_catalog.<>) ALL (ARRAY['r', 'p']::"char"[]) THEN
+        RAISE EXCEPTION '% is not a table', tbl USING ERRCODE = '42809';
+    END IF;
+
+    -- No row may change between the check of its label and the guard.
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+
+    FOREACH column_name IN ARRAY pg_catalog.array_prepend(status_column, frozen_columns) LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute AS a
+                       WHERE a.attrelid OPERATOR(pg_catalog.=) tbl
+                         AND a.attname OPERATOR(pg_catalog.=) column_name
+                         AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped) THEN
+            RAISE EXCEPTION 'column "%" of relation % does not exist', column_name, tbl
+                USING ERRCODE = '42703';
+        END IF;
+    END LOOP;
+
+    SELECT a.atttypid::regtype INTO status_type
+    FROM pg_catalog.pg_attribute AS a
+    WHERE a.attrelid OPERATOR(pg_catalog.=) tbl AND a.attname OPERATOR(pg_catalog.=) status_column;
+    IF status_type OPERATOR(pg_catalog.<>) ALL (ARRAY['@extschema@.pay_status', 'pg_catalog.text',
+                                                      'pg_catalog.varchar']::regtype[]) THEN
+        RAISE EXCEPTION 'status column "%" of relation % is of type %', status_column, tbl, status_type
+            USING ERRCODE = '42804',
+                  HINT = 'A guarded status column is of type pay_status, text or varchar.';
+    END IF;
+
+    EXECUTE pg_catalog.format(
+        'SELECT %1$I::pg_catalog.text, true FROM %2$s '
+        'WHERE %1$I IS NULL OR %1$I::pg_catalog.text OPERATOR(pg_catalog.<>) ALL '
+        '(ARRAY[''INIT'', ''PROCESSING'', ''SUCCESS'', ''FAILED'']) LIMIT 1',
+        status_column, tbl)
+    INTO offending, offending_found;
+    IF offending_found THEN
+        RAISE EXCEPTION 'invalid payment status % in column "%" of relation %',
+            coalesce(pg_catalog.quote_literal(offending), 'NULL'), status_column, tbl
+            USING ERRCODE = '22P02',
+                  HINT = 'A payment status is INIT, PROCESSING, SUCCESS or FAILED; fix the rows, then protect the table.';
+    END IF;
+
+    -- Protecting again replaces the guard, e.g. with other frozen columns.
+    PERFORM @extschema@.pay_unprotect(tbl);
+    EXECUTE pg_catalog.format(
+        'CREATE TRIGGER pay_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
+        'FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard(%s)',
+        tbl, (SELECT pg_catalog.string_agg(pg_catalog.quote_literal(c), ', ')
+              FROM pg_catalog.unnest(pg_catalog.array_prepend(status_column, frozen_columns)) AS c));
+    EXECUTE pg_catalog.format(
+        'CREATE TRIGGER pay_guard_truncate BEFORE TRUNCATE ON %s '
+        'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard(%L)', tbl, status_column);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER pay_guard', tbl);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER pay_guard_truncate', tbl);
+
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_class AS c
+            JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) c.relowner
+            WHERE c.oid OPERATOR(pg_catalog.=) tbl) THEN
+        RAISE WARNING 'the owner of % can disable its guard', tbl
+            USING DETAIL = 'A table owner may ALTER TABLE ... DISABLE TRIGGER.',
+                  HINT = 'Let a role the application does not use own the table.';
+    END IF;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_protect(regclass, name, name[]) IS
+'Guard an existing table with the payment state machine: transitions, frozen columns, protected rows';
+
+CREATE FUNCTION @extschema@.pay_unprotect(tbl regclass)
+RETURNS void
+AS $$
+DECLARE
+    trigger_name name;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'tbl must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF tbl OPERATOR(pg_catalog.=) ANY (ARRAY['@extschema@.pay_ledger', '@extschema@.pay_journal']::regclass[]) THEN
+        RAISE EXCEPTION 'the guard of % cannot be removed', tbl USING ERRCODE = '42501';
+    END IF;
+    FOR trigger_name IN
+        SELECT t.tgname FROM pg_catalog.pg_trigger AS t
+        WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl
+          AND t.tgname OPERATOR(pg_catalog.=) ANY (ARRAY['pay_guard', 'pay_guard_truncate']::name[])
+    LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trigger_name, tbl);
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_unprotect(regclass) IS
+'Remove the guard pay_protect installed';
+
+
+/* 7. The views ------------------------------------------------------------ */
+
+-- The state machine as a table of edges.
+CREATE VIEW @extschema@.pay_transitions AS
+    SELECT f.from_status, t.to_status
+    FROM (SELECT NULL::@extschema@.pay_status AS from_status
+          UNION ALL
+          SELECT s FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s) AS f
+    CROSS JOIN pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS t(to_status)
+    WHERE @extschema@.pay_allowed(f.from_status, t.to_status)
+    ORDER BY f.from_status NULLS FIRST, t.to_status;
+
+COMMENT ON VIEW @extschema@.pay_transitions IS
+'The legal edges of the payment state machine; from_status NULL is a new row';
+
+-- Every guard in the database and how it fires: anything but "always"
+-- means someone weakened a guard.
+CREATE VIEW @extschema@.pay_guards AS
+    SELECT t.tgrelid::pg_catalog.regclass AS table_name,
+           t.tgname AS trigger_name,
+           CASE WHEN t.tgnargs OPERATOR(pg_catalog.>) 0 THEN args[1] END AS status_column,
+           args[2:t.tgnargs] AS frozen_columns,
+           CASE t.tgenabled WHEN 'A' THEN 'always' WHEN 'O' THEN 'origin only'
+                            WHEN 'R' THEN 'replica only' ELSE 'disabled' END AS enabled
+    FROM pg_catalog.pg_trigger AS t,
+         LATERAL (SELECT pg_catalog.string_to_array(
+                      pg_catalog.encode(t.tgargs, 'escape'), '\000') AS args) AS a
+    WHERE t.tgfoid OPERATOR(pg_catalog.=) '@extschema@.pay_guard()'::pg_catalog.regprocedure
+      AND NOT t.tgisinternal;
+
+COMMENT ON VIEW @extschema@.pay_guards IS
+'Every pay_guard trigger and whether it fires always; any other value means a guard was weakened';
+
+-- One row per status: the ledger's payments (refunds counted also apart),
+-- the stuck ones, resets, the duplicate answers pay_begin gave since the
+-- counters were reset, and the second charges no statement confirmed yet.
+CREATE VIEW @extschema@.pay_stats AS
+    WITH counters AS (SELECT * FROM @extschema@.pay_stats_counters())
+    SELECT s.status,
+           pg_catalog.count(l.bizno) AS payments,
+           pg_catalog.min(l.updated_at) AS oldest_updated_at,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
+               pg_catalog.count(l.bizno) FILTER (
+                   WHERE l.processing_since OPERATOR(pg_catalog.<)
+                         (pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c)))
+           END AS stuck,
+           CASE s.status
+               WHEN 'INIT' THEN (SELECT pg_catalog.count(*) FROM @extschema@.pay_journal AS j
+                                 WHERE j.from_status OPERATOR(pg_catalog.=) 'FAILED'
+                                   AND j.to_status OPERATOR(pg_catalog.=) 'INIT'
+                                   AND j.at OPERATOR(pg_catalog.>=)
+                                       COALESCE((SELECT c.stats_reset FROM counters AS c), '-infinity'))
+           END AS resets,
+           CASE s.status
+               WHEN 'SUCCESS' THEN (SELECT c.already_succeeded FROM counters AS c)
+               WHEN 'PROCESSING' THEN (SELECT c.in_progress FROM counters AS c)
+           END AS duplicate_answers,
+           (SELECT c.stats_reset FROM counters AS c) AS stats_reset,
+           pg_catalog.count(l.bizno) FILTER (WHERE l.parent IS NOT NULL) AS refunds,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+               (SELECT pg_catalog.count(*) FROM @extschema@.pay_second_charges() AS c WHERE NOT c.confirmed)
+           END AS unconfirmed_second_charges
+    FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
+    LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) s.status
+    GROUP BY s.status
+    ORDER BY s.status;
+
+COMMENT ON VIEW @extschema@.pay_stats IS
+'Per status: payments (refunds included), oldest update; PROCESSING: stuck ones; INIT: resets; SUCCESS and PROCESSING: the duplicate answers pay_begin gave since stats_reset; refunds: how many of the payments are refunds';
+
+-- The currencies, readable by everyone (see the privileges below).
+CREATE VIEW @extschema@.pay_currencies AS
+    SELECT c.code, c.minor_units, c.name FROM @extschema@.pay_currency_list() AS c;
+
+COMMENT ON VIEW @extschema@.pay_currencies IS
+'The currencies a payment may be in: ISO 4217''s active codes, with the decimals an amount in each may have';
+
+
+/* 8. Privileges ----------------------------------------------------------- */
+
+-- Nobody but the owner reads or writes the ledger and the journal until
+-- pay_grant or pay_grant_operator says so.
+REVOKE ALL ON @extschema@.pay_ledger, @extschema@.pay_journal FROM PUBLIC;
+
+-- The trigger functions are called by their triggers, never directly.
+REVOKE ALL ON FUNCTION @extschema@.pay_guard(), @extschema@.pay_ledger_bookkeeping(),
+    @extschema@.pay_ledger_journal(), @extschema@.pay_refuse_drop(),
+    @extschema@.pay_keep_guards_always() FROM PUBLIC;
+
+-- Paying, repairing, reconciling and granting are for the roles granted
+-- them.  What anyone may still call is harmless: the bizNo functions,
+-- pay_allowed, the value rules, pay_currency_list and pay_stats_counters.
+-- The views pay_transitions, pay_guards and pay_stats keep the default
+-- privileges, their owner's alone (pay_grant_operator grants the last two);
+-- pay_currencies is everyone's.
+REVOKE ALL ON FUNCTION
+    @extschema@.pay_open(text, text, numeric, text),
+    @extschema@.pay_claim(text, numeric, text),
+    @extschema@.pay_open_claim(text, text, numeric, text),
+    @extschema@.pay_begin(text, numeric, text),
+    @extschema@.pay_succeed(text, text, integer, jsonb),
+    @extschema@.pay_fail(text, text, integer),
+    @extschema@.pay_get(text),
+    @extschema@.pay_find(text, text),
+    @extschema@.pay_stuck(interval, integer),
+    @extschema@.pay_refund_open(text, text, numeric, text),
+    @extschema@.pay_reset(text, text),
+    @extschema@.pay_transition(text, @extschema@.pay_status, text),
+    @extschema@.pay_confirm_second_charge(text, text),
+    @extschema@.pay_second_charges(),
+    @extschema@.pay_refund_balance(text),
+    @extschema@.pay_verify(),
+    @extschema@.pay_reconcile(regclass, boolean, timestamptz),
+    @extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz),
+    @extschema@.pay_stats_reset(),
+    @extschema@.pay_protect(regclass, name, name[]),
+    @extschema@.pay_unprotect(regclass)
+FROM PUBLIC;
+
+GRANT SELECT ON @extschema@.pay_currencies TO PUBLIC;
+
+-- What a role may call, in one place per kind of role.  An application pays
+-- (pay_grant); finance and operations repair, reconcile and watch
+-- (pay_grant_operator).  Neither needs more than these.
+CREATE FUNCTION @extschema@.pay_grant(role regrole)
+RETURNS void
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
+    EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.pay_ledger, @extschema@.pay_journal TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION '
+        '@extschema@.pay_open(text, text, numeric, text), '
+        '@extschema@.pay_claim(text, numeric, text), '
+        '@extschema@.pay_open_claim(text, text, numeric, text), '
+        '@extschema@.pay_begin(text, numeric, text), '
+        '@extschema@.pay_succeed(text, text, integer, jsonb), '
+        '@extschema@.pay_fail(text, text, integer), '
+        '@extschema@.pay_get(text), '
+        '@extschema@.pay_find(text, text), '
+        '@extschema@.pay_stuck(interval, integer), '
+        '@extschema@.pay_refund_open(text, text, numeric, text), '
+        '@extschema@.pay_refund_balance(text) '
+        'TO %s', role);
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_grant(regrole) IS
+'Give an application role what paying needs and no more: open, claim, begin, succeed, fail, get, find, stuck, refund_open, refund_balance; SELECT on ledger and journal (the bizNo functions are everyone''s)';
+
+CREATE FUNCTION @extschema@.pay_grant_operator(role regrole)
+RETURNS void
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT SELECT ON @extschema@.pay_ledger, @extschema@.pay_journal, @extschema@.pay_stats, '
+        '@extschema@.pay_guards TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION '
+        '@extschema@.pay_reset(text, text), '
+        '@extschema@.pay_transition(text, @extschema@.pay_status, text), '
+        '@extschema@.pay_reconcile(regclass, boolean, timestamptz), '
+        '@extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz), '
+        '@extschema@.pay_confirm_second_charge(text, text), '
+        '@extschema@.pay_second_charges(), '
+        '@extschema@.pay_succeed(text, text, integer, jsonb), '
+        '@extschema@.pay_fail(text, text, integer), '
+        '@extschema@.pay_stats_reset(), '
+        '@extschema@.pay_verify(), '
+        '@extschema@.pay_get(text), '
+        '@extschema@.pay_find(text, text), '
+        '@extschema@.pay_stuck(interval, integer), '
+        '@extschema@.pay_refund_open(text, text, numeric, text), '
+        '@extschema@.pay_refund_balance(text) '
+        'TO %s', role);
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
+'Give a finance or operations role what repairing, reconciling and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_second_charges, pay_stats, pay_verify, pay_guards, and what reconciling settles and refunds with';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_grant(regrole), @extschema@.pay_grant_operator(regrole) FROM PUBLIC;
+
+
+/* 9. What pg_dump dumps --------------------------------------------------- */
+
+-- The extension's objects come from this script, but the ledger's and the
+-- journal's rows are data: pg_dump dumps them, and the journal's sequence
+-- with them, so that a restored journal goes on numbering where it was.
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_ledger', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_journal', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_journal_seq_seq', '');
