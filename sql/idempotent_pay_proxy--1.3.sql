@@ -7,7 +7,7 @@
 --
 -- The proxy database holds no payment.  Every call is routed to one
 -- partition of the PL/Proxy cluster "idempotent_pay" (the SQL/MED server of
--- that name, README.md shows how to define it), a database with
+-- that name, doc/scale-out.md shows how to define it), a database with
 -- idempotent_pay 1.3 installed in a schema of the same name as this
 -- extension's; calls about every payment (pay_stats, pay_verify,
 -- pay_reconcile) run on every partition and are added up here.
@@ -106,7 +106,7 @@ CREATE TYPE @extschema@.pay_claim AS (
 COMMENT ON TYPE @extschema@.pay_claim IS
 'What pay_claim answers: the decision, the attempt to charge under or in flight, the status, and a success''s reference and response';
 
--- Routing (src/route.c): the route is a fixed hash, README.md writes it
+-- Routing (src/route.c): the route is a fixed hash, doc/scale-out.md writes it
 -- down; PL/Proxy runs a call on partition route & (partitions - 1).
 
 CREATE FUNCTION @extschema@.pay_route(bizno text)

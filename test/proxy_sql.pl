@@ -556,7 +556,7 @@ my $composites =
   );
 
 my $routing = <<'SQL';
--- Routing (src/route.c): the route is a fixed hash, README.md writes it
+-- Routing (src/route.c): the route is a fixed hash, doc/scale-out.md writes it
 -- down; PL/Proxy runs a call on partition route & (partitions - 1).
 
 CREATE FUNCTION @extschema@.pay_route(bizno text)
@@ -1007,7 +1007,7 @@ sub install_script
 --
 -- The proxy database holds no payment.  Every call is routed to one
 -- partition of the PL/Proxy cluster "idempotent_pay" (the SQL/MED server of
--- that name, README.md shows how to define it), a database with
+-- that name, doc/scale-out.md shows how to define it), a database with
 -- idempotent_pay 1.3 installed in a schema of the same name as this
 -- extension's; calls about every payment (pay_stats, pay_verify,
 -- pay_reconcile) run on every partition and are added up here.

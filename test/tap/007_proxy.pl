@@ -4,7 +4,7 @@
 # (1.3).  Checked here:
 #
 #   - routing: pay_route of fixed inputs is a fixed number, asserted
-#     literally, and equals the hash README.md writes down, computed again
+#     literally, and equals the hash doc/scale-out.md writes down, computed again
 #     in Perl; every call on a payment reaches the partition pay_partition
 #     names, and the payment is there and nowhere else;
 #   - the API through the proxy answers, and refuses, as the shard does:
@@ -35,7 +35,7 @@ my $shard_count = 4;
 my $partition_count = 8;
 
 # The shards, each a full idempotent_pay with its own node id, preloaded
-# (as README.md advises: pay_stats counts duplicate answers only so).
+# (as doc/scale-out.md advises: pay_stats counts duplicate answers only so).
 my @shards;
 for my $i (0 .. $shard_count - 1)
 {
@@ -145,7 +145,7 @@ SELECT count(*) FROM placed WHERE pay_partition(bizno) <> partition;
 # Routing: the hash, literally.
 
 # FNV-1a over the bytes, then MurmurHash3's fmix32, as a signed int4: the
-# definition in README.md, computed again here (16-bit halves keep every
+# definition in doc/scale-out.md, computed again here (16-bit halves keep every
 # product exact).
 sub mul32
 {
@@ -685,7 +685,7 @@ is( error_report_of($proxy, 'proxy_updated', "SELECT pay_begin('$named', 11, 'EU
 	partition_report($named_home, "SELECT pay_begin('$named', 11, 'EUR')"),
 	'the updated proxy passes the constraint name on');
 
-# The order README.md gives for the update: the library everywhere, then
+# The order doc/operations.md gives for the update: the library everywhere, then
 # the proxy, then the partitions.  A 1.3 proxy in front of a partition
 # still at 1.2 pays, and passes its refusals on with their constraint
 # names; pay_stats, which counts a column 1.2 lacks, answers once the
