@@ -132,7 +132,7 @@ void
 PayJournalAppend(FunctionCallInfo fcinfo, const PayCatalog *catalog, Relation journal,
 				 const Datum *values, const bool *nulls)
 {
-	if (PayDirectJournalAppendAllowed(PayDirectPolicyGet(fcinfo)))
+	if (PayDirectJournalAppendAllowed(fcinfo, journal))
 		PayDirectJournalInsert(catalog, journal, values, nulls);
 	else
 		PaySqlJournalInsert(catalog, journal, values, nulls);

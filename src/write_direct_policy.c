@@ -69,6 +69,15 @@ static PayDirectPolicy policy;
 static const PayCatalog *catalog;
 
 /*
+ * The journal trigger's own verdict on the journal, kept apart from the
+ * policy: the trigger asks for it inside a direct write of the ledger,
+ * which uses what the policy keeps (the trigger functions it is firing)
+ * and must not see it emptied.
+ */
+static uint64 journal_generation = 0;
+static bool journal_append_direct = false;
+
+/*
  * How far an expression may be evaluated by the API's direct writes
  * (write_direct.c) -- which run no SQL, and, on the hot path, keep the caller's
  * search_path:
@@ -482,10 +491,21 @@ PayDirectLedgerWriteAllowed(const PayDirectPolicy *decided, const PayCatalog *cu
 		pg_class_aclmask(current->ledger, GetUserId(), privileges, ACLMASK_ALL) == privileges;
 }
 
-/* Whether the journal trigger may append its row through the access methods. */
+/*
+ * Whether the journal trigger may append its row to journal, which it has
+ * locked, through the access methods.
+ */
 bool
-PayDirectJournalAppendAllowed(const PayDirectPolicy *decided)
+PayDirectJournalAppendAllowed(FunctionCallInfo fcinfo, Relation journal)
 {
+	const PayCatalog *current = PayCatalogGetTables(fcinfo);
+
+	if (journal_generation != current->generation)
+	{
+		catalog = current;
+		journal_append_direct = JournalAllowsDirectInsert(journal);
+		journal_generation = current->generation;
+	}
 	/* another module that checks the executor's permissions sees the INSERT */
-	return decided->journal_direct && ExecutorCheckPerms_hook == NULL;
+	return journal_append_direct && ExecutorCheckPerms_hook == NULL;
 }

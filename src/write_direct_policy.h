@@ -41,7 +41,7 @@ typedef struct PayDirectPolicy
 	 * when they may not be made, BUILT_IN when they pin search_path.
 	 */
 	PayExpressionKind ledger_kind;
-	/* may journal rows go straight into heap and indexes? */
+	/* may journal rows go straight into heap and indexes? (for the ledger's verdict) */
 	bool		journal_direct;
 	/* what an INSERT fills in for the columns it does not name, by attnum-1 */
 	Expr	  **ledger_defaults;
@@ -60,6 +60,6 @@ typedef struct PayDirectPolicy
 extern PayDirectPolicy *PayDirectPolicyGet(FunctionCallInfo fcinfo);
 extern bool PayDirectLedgerWriteAllowed(const PayDirectPolicy *policy, const PayCatalog *catalog,
 										CmdType operation, Relation locked);
-extern bool PayDirectJournalAppendAllowed(const PayDirectPolicy *policy);
+extern bool PayDirectJournalAppendAllowed(FunctionCallInfo fcinfo, Relation journal);
 
 #endif							/* PAY_WRITE_DIRECT_POLICY_H */

@@ -40,7 +40,6 @@ typedef enum LedgerPlan
 	PLAN_SET_AMOUNT,
 	PLAN_FIND_ORDER,
 	PLAN_JOURNAL_SECOND_CHARGE,
-	PLAN_JOURNAL_INSERT,
 	/* since 1.2: the ledger has parent and refund_key */
 	PLAN_FIND_REFUND,
 	PLAN_READ_PARENT,
@@ -50,13 +49,11 @@ typedef enum LedgerPlan
 } LedgerPlan;
 
 #define FirstRefundPlan PLAN_FIND_REFUND
-#define MAX_PLAN_ARGS	JOURNAL_COLUMNS
 
 /*
  * %1$s is the quoted schema; = is pinned to pg_catalog.  %2$s sets the
  * columns a 1.2 ledger has and older ones lack (ExtraSets): the note, and
- * a success's response; it is the empty string before the update.  The
- * journal's INSERT is written from its column list (JournalInsertQuery).
+ * a success's response; it is the empty string before the update.
  */
 #define EQ "OPERATOR(pg_catalog.=)"
 static const char *const plan_queries[PLAN_COUNT] = {
@@ -83,7 +80,6 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	"FROM %1$s.pay_ledger AS l WHERE l.bizno " EQ " $1 AND NOT EXISTS ("
 	"SELECT FROM %1$s.pay_journal AS j WHERE j.bizno " EQ " $1 AND j.from_status " EQ " l.status "
 	"AND j.to_status " EQ " l.status AND j.note " EQ " $2)",
-	[PLAN_JOURNAL_INSERT] = NULL,
 	[PLAN_FIND_REFUND] =
 	"SELECT status, amount, currency, attempt, bizno FROM %1$s.pay_ledger "
 	"WHERE parent " EQ " $1 AND refund_key " EQ " $2",
@@ -103,6 +99,14 @@ static const char *const plan_queries[PLAN_COUNT] = {
 static SPIPlanPtr plans[PLAN_COUNT];
 /* the catalog generation the plans were made for */
 static uint64 plans_generation = 0;
+
+/*
+ * The journal trigger's INSERT, kept apart: it is prepared inside the
+ * execution of the ledger's plans (the trigger fires in them), where
+ * preparing those again would free a plan that is running.
+ */
+static SPIPlanPtr journal_insert_plan = NULL;
+static uint64 journal_insert_generation = 0;
 
 /*
  * What a plan sets in the columns of a 1.2 ledger: the note of the write
@@ -157,7 +161,7 @@ static void
 PreparePlans(const PayCatalog *catalog)
 {
 	Oid			status = catalog->status_type;
-	Oid			argtypes[PLAN_COUNT][MAX_PLAN_ARGS] = {
+	Oid			argtypes[PLAN_COUNT][7] = {
 		[PLAN_LOCK] = {TEXTOID},
 		[PLAN_INSERT] = {TEXTOID, status, NUMERICOID, TEXTOID},
 		[PLAN_INSERT_STRICT] = {TEXTOID, status, NUMERICOID, TEXTOID},
@@ -175,7 +179,6 @@ PreparePlans(const PayCatalog *catalog)
 		[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_INSERT_STRICT] = 4,
 		[PLAN_SET_STATUS] = 3,[PLAN_SETTLE] = 7,[PLAN_SET_AMOUNT] = 3,
 		[PLAN_FIND_ORDER] = 2,[PLAN_JOURNAL_SECOND_CHARGE] = 3,
-		[PLAN_JOURNAL_INSERT] = JOURNAL_COLUMNS,
 		[PLAN_FIND_REFUND] = 2,[PLAN_READ_PARENT] = 1,
 		[PLAN_INSERT_REFUND] = 7,[PLAN_INSERT_REFUND_STRICT] = 7,
 	};
@@ -184,14 +187,10 @@ PreparePlans(const PayCatalog *catalog)
 	if (plans_generation == catalog->generation)
 		return;
 
-	for (int i = 0; i < JOURNAL_COLUMNS; i++)
-		argtypes[PLAN_JOURNAL_INSERT][i] = PayJournalColumnType(catalog, i);
-
 	/* an error part-way leaves the generation old: all are prepared again */
 	for (int i = 0; i < PLAN_COUNT; i++)
 	{
 		SPIPlanPtr	plan;
-		const char *query;
 
 		if (plans[i] != NULL)
 		{
@@ -200,9 +199,9 @@ PreparePlans(const PayCatalog *catalog)
 		}
 		if (i >= FirstRefundPlan && !PayLedgerHasRefunds(catalog))
 			continue;			/* the ledger of 1.1: no refunds before the update */
-		query = i == PLAN_JOURNAL_INSERT ? JournalInsertQuery(catalog) :
-			psprintf(plan_queries[i], catalog->schema, write_note ? ExtraSets(i) : "");
-		plan = SPI_prepare(query, nargs[i], argtypes[i]);
+		plan = SPI_prepare(psprintf(plan_queries[i], catalog->schema,
+									write_note ? ExtraSets(i) : ""),
+						   nargs[i], argtypes[i]);
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 		SPI_keepplan(plan);
@@ -456,9 +455,27 @@ PaySqlJournalInsert(const PayCatalog *catalog, Relation journal,
 
 	PayBecomeOwner(journal, &owner);
 	SPI_connect();
-	PreparePlans(catalog);
+	if (journal_insert_generation != catalog->generation)
+	{
+		Oid			types[JOURNAL_COLUMNS];
+		SPIPlanPtr	plan;
+
+		if (journal_insert_plan != NULL)
+		{
+			SPI_freeplan(journal_insert_plan);
+			journal_insert_plan = NULL;
+		}
+		for (int i = 0; i < JOURNAL_COLUMNS; i++)
+			types[i] = PayJournalColumnType(catalog, i);
+		plan = SPI_prepare(JournalInsertQuery(catalog), JOURNAL_COLUMNS, types);
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		journal_insert_plan = plan;
+		journal_insert_generation = catalog->generation;
+	}
 	/* a rule of the DBA's may rewrite the INSERT: that is the DBA's will */
-	ret = SPI_execute_plan(plans[PLAN_JOURNAL_INSERT], (Datum *) values, spi_nulls, false, 0);
+	ret = SPI_execute_plan(journal_insert_plan, (Datum *) values, spi_nulls, false, 0);
 	if (ret != SPI_OK_INSERT && ret != SPI_OK_REWRITTEN)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	SPI_finish();
