@@ -91,7 +91,7 @@ DELETE FROM pay_ledger WHERE bizno = 'L-1';
 ALTER TABLE pay_ledger ENABLE ALWAYS TRIGGER pay_ledger_guard;
 SELECT bizno, problem FROM pay_verify() ORDER BY bizno;
 
--- The deliberate way to remove the extension (README.md): archive, empty
+-- The deliberate way to remove the extension (doc/operations.md): archive, empty
 -- both tables as a superuser with their TRUNCATE guards off, then drop.
 \copy (SELECT count(*) FROM pay_ledger) TO stdout
 \copy (SELECT count(*) FROM pay_journal) TO stdout

@@ -4,7 +4,7 @@
  *	  The bizNo grammar, its check character and its parser.
  *
  * Pure C with no server headers, so the parser and validator can be
- * compiled on their own (fuzzing).  The grammar is documented in README.md:
+ * compiled on their own (fuzzing).  doc/guide.md documents the grammar:
  *
  *	  PREFIX-BIZID-YYYYMMDDHHMMSSmmm-NNNN-UUUUUUUUUUUUUC
  *

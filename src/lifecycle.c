@@ -11,7 +11,7 @@
  * ddl_command_start (ENABLE ALWAYS), so it sees the DROP before anything is
  * dropped; it locks the ledger as the DROP would, then looks for payments,
  * so none committed meanwhile is missed.  DROP DATABASE and single-user
- * mode fire no event trigger.  README.md shows the deliberate way out:
+ * mode fire no event trigger.  doc/operations.md shows the deliberate way out:
  * archive, empty the tables as a superuser, then drop.
  *
  *-------------------------------------------------------------------------
@@ -148,6 +148,6 @@ pay_refuse_drop(PG_FUNCTION_ARGS)
 						payments, payments == 1 ? "" : "s"),
 				 errdetail("Dropping the extension drops the ledger and the journal, the record that stops a second charge of every one of them."),
 				 errhint("Archive them first (\\copy pay_ledger TO 'pay_ledger.csv' CSV HEADER, the same for pay_journal), "
-						 "then empty both tables as a superuser as README.md shows, and drop again.")));
+						 "then empty both tables as a superuser as doc/operations.md shows, and drop again.")));
 	PG_RETURN_VOID();
 }
