@@ -21,10 +21,20 @@ sql() { psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
 
 # Transactions per second of one pgbench script, excluding connection time,
 # each run from the same start: vacuumed, analyzed, checkpointed.
+# A run that fails shows pgbench's errors and ends the benchmark.
 tps() {
+	local out errors
 	sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
-	pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$RUN_SECONDS" -f "$HERE/$1" "$DB" 2>/dev/null |
-		awk '/^tps = / { print $3; exit }'
+	errors=$(mktemp)
+	if ! out=$(pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$RUN_SECONDS" \
+		-f "$HERE/$1" "$DB" 2>"$errors"); then
+		echo "pgbench $1 failed:" >&2
+		cat "$errors" >&2
+		rm -f "$errors"
+		return 1
+	fi
+	rm -f "$errors"
+	awk '/^tps = / { print $3; exit }' <<<"$out"
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
