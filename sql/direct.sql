@@ -380,6 +380,16 @@ BEGIN
 END
 $$;
 
+-- The journal's attempt made an identity column GENERATED ALWAYS: the
+-- journal's INSERT, which names every column, is refused (428C9), so every
+-- write of the API that journals is refused and writes nothing -- never a
+-- value stored in a column only PostgreSQL may fill.
+ALTER TABLE pay_journal ALTER COLUMN attempt ADD GENERATED ALWAYS AS IDENTITY;
+SELECT outcome($$SELECT pay_begin('D-IDENT-1', 10, 'EUR')$$) AS begin_journal_identity;
+SELECT count(*) AS written FROM pay_ledger WHERE bizno = 'D-IDENT-1';
+ALTER TABLE pay_journal ALTER COLUMN attempt DROP IDENTITY;
+SELECT pay_begin('D-IDENT-1', 10, 'EUR') AS begin_after;
+
 -- 7. Ledger and journal agree, and the ledger is as installed again: no
 -- column, constraint, trigger, index or domain check of this file is left.
 SELECT * FROM pay_verify();

@@ -21,8 +21,9 @@
  *	 family that is not built in, or with deferred uniqueness; a ledger of
  *	 before 1.2; and whatever sends the journal's rows to SQL;
  * - on the journal: a column the trigger does not fill, or of another type
- *	 or typmod, an INSERT trigger or rule, row security, a generated column,
- *	 partitioning, or a CHECK constraint or index that could look a name up;
+ *	 or typmod, a generated or identity column, an INSERT trigger or rule,
+ *	 row security, partitioning, or a CHECK constraint or index that could
+ *	 look a name up;
  * - in the session: replica mode, a read-only transaction or a standby,
  *	 parallel mode, a module watching the executor's permission checks
  *	 (ExecutorCheckPerms_hook: pgaudit, sepgsql), and the owner lacking any
@@ -240,8 +241,8 @@ IndexesKind(Relation rel)
  * Whether journal rows may go straight into the journal's heap and indexes:
  * only when nothing the executor would do on INSERT is left undone -- every
  * column is one the trigger fills (no default to compute) and of exactly the
- * type it is filled with (no domain, no typmod to check), no generated
- * column, no INSERT trigger or rule, no row security, not partitioned and
+ * type it is filled with (no domain, no typmod to check), no generated or
+ * identity column, no INSERT trigger or rule, no row security, not partitioned and
  * no partition, and no CHECK constraint or index that could look at
  * search_path (PAY_EXPRESSION_PLAIN).  NOT NULL and CHECK constraints and
  * the indexes are applied by write_direct.c itself.
@@ -254,8 +255,16 @@ JournalAllowsDirectInsert(Relation journal)
 	int			columns = 0;
 
 	for (int a = 0; a < tupdesc->natts; a++)
-		if (!TupleDescAttr(tupdesc, a)->attisdropped)
-			columns++;
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, a);
+
+		if (attr->attisdropped)
+			continue;
+		columns++;
+		/* generated or identity: the INSERT, which names every column, fails */
+		if (attr->attgenerated || attr->attidentity)
+			return false;
+	}
 
 	/* no domain or typmod whose check the executor's coercion would make */
 	for (int i = 0; i < JOURNAL_COLUMNS; i++)
