@@ -189,6 +189,26 @@ SELECT table_rows() = :'before' AS nothing_written, standing('d_norm_abc') AS cl
 SELECT count(*) AS found_through_index FROM pay_ledger WHERE dba_norm(bizno) LIKE 'D-NORM-A%' AND dba_norm(bizno) = 'D-NORM-ABC';
 DROP INDEX dba_ledger_norm_key;
 DROP FUNCTION dba_norm(text);
+
+-- A BRIN index on updated_at, which every settlement moves on.  Settling
+-- changes no column another index holds, so from PostgreSQL 16 on the
+-- update is HOT and only the summarizing index is owed the new value; with
+-- the page range summarized before, a scan through the index finds the
+-- settled payment only if it got it.
+CREATE INDEX dba_ledger_updated_brin ON pay_ledger USING brin (updated_at) WITH (pages_per_range = 1);
+SELECT pay_begin('D-BRIN-1', 10, 'EUR') AS begin;
+SELECT brin_summarize_new_values('dba_ledger_updated_brin') >= 0 AS summarized;
+SELECT pg_sleep(0.01) AS later;
+SELECT pay_succeed('D-BRIN-1', 'R-BRIN-1', 1) AS succeed;
+SELECT processing_since + interval '1 microsecond' AS after_begin FROM pay_ledger
+WHERE bizno = 'D-BRIN-1' \gset
+PREPARE settled_since(timestamptz) AS SELECT bizno FROM pay_ledger WHERE updated_at >= $1;
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE settled_since(:'after_begin');
+EXECUTE settled_since(:'after_begin');
+DEALLOCATE settled_since;
+RESET plan_cache_mode;
+DROP INDEX dba_ledger_updated_brin;
 RESET enable_seqscan;
 
 -- 5. A hostile search_path.  Look-alikes of now(), clock_timestamp(),

@@ -28,6 +28,14 @@ SELECT $query$
         FROM pg_depend AS d
         JOIN pg_extension AS e ON e.oid = d.refobjid
         WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'idempotent_pay'
+          -- PostgreSQL 17 and 18 (not 15) also record a type's array type and
+          -- a table's, view's or sequence's row type as members: each is
+          -- described with what it belongs to, so left out on every major
+          AND NOT EXISTS (SELECT FROM pg_type AS t
+                          WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid
+                            AND (EXISTS (SELECT FROM pg_type AS elem WHERE elem.typarray = t.oid)
+                                 OR EXISTS (SELECT FROM pg_class AS c
+                                            WHERE c.oid = t.typrelid AND c.relkind <> 'c')))
     ), relation AS (
         SELECT m.object, c.*
         FROM member AS m JOIN pg_class AS c ON c.oid = m.objid
@@ -98,6 +106,8 @@ SELECT $query$
         UNION ALL
         SELECT t.object, 'constraint ' || c.conname, pg_get_constraintdef(c.oid)
         FROM typ AS t JOIN pg_constraint AS c ON c.contypid = t.oid
+        -- NOT NULL is the type's above (17 records a domain's as a constraint too)
+        WHERE c.contype <> 'n'
         -- tables, views, sequences and their parts
         UNION ALL
         SELECT r.object, 'relation',
@@ -114,6 +124,8 @@ SELECT $query$
         UNION ALL
         SELECT r.object, 'constraint ' || c.conname, pg_get_constraintdef(c.oid)
         FROM relation AS r JOIN pg_constraint AS c ON c.conrelid = r.oid
+        -- NOT NULL is the column's (18 records it as a constraint too)
+        WHERE c.contype <> 'n'
         UNION ALL
         SELECT r.object, 'index ' || i.indexrelid::regclass,
                pg_get_indexdef(i.indexrelid) ||

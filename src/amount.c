@@ -31,6 +31,7 @@
 #include "utils/memutils.h"
 
 #include "amount.h"
+#include "compat.h"
 #include "currency.h"
 #include "settings.h"
 

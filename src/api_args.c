@@ -15,6 +15,7 @@
 #include "amount.h"
 #include "api_args.h"
 #include "bizno.h"
+#include "compat.h"
 
 const char *
 PayKeyDescription(Datum bizno)

@@ -38,6 +38,7 @@
 #include "api_args.h"
 #include "bizno.h"
 #include "catalog.h"
+#include "compat.h"
 #include "settings.h"
 #include "machine.h"
 #include "reason.h"

@@ -23,6 +23,7 @@
 #include "api_args.h"
 #include "bizno.h"
 #include "catalog.h"
+#include "compat.h"
 #include "reason.h"
 #include "write.h"
 

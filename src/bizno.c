@@ -32,6 +32,7 @@
 
 #include "bizno.h"
 #include "bizno_format.h"
+#include "compat.h"
 #include "settings.h"
 
 /* milliseconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch */
@@ -77,7 +78,7 @@ BiznoGenerate(char *buf, const char *prefix, size_t prefix_len,
 			  const char *biz_id, size_t biz_id_len)
 {
 	int64		now_ms = CurrentUnixMilliseconds();
-	uint64		slot = (uint64) MyProc->pgprocno & ((UINT64CONST(1) << SLOT_BITS) - 1);
+	uint64		slot = (uint64) PayMyProcNumber() & ((UINT64CONST(1) << SLOT_BITS) - 1);
 	uint64		unique;
 	size_t		len;
 

@@ -46,6 +46,7 @@
 #include "utils/syscache.h"
 
 #include "catalog.h"
+#include "compat.h"
 
 /* A column the C code reads or writes, and the type it expects. */
 typedef struct ColumnSpec
@@ -248,7 +249,7 @@ LookupColumns(Relation rel, const ColumnSpec *specs, int ncolumns, AttrNumber *a
 static Oid
 LookupLedgerKey(Relation ledger)
 {
-	Oid			pkey = RelationGetPrimaryKeyIndex(ledger);
+	Oid			pkey = PayRelationGetPrimaryKeyIndex(ledger);
 	Relation	index;
 	bool		usable;
 

@@ -24,7 +24,7 @@
  * The hash is FNV-1a (32 bits) over the bytes of the routing string,
  * finished with MurmurHash3's fmix32 so that the low bits PL/Proxy masks
  * depend on every byte, read as a signed int4.  It is written down in
- * README.md and pinned by test/tap/007_proxy.pl: unlike hashtext, whose
+ * doc/scale-out.md and pinned by test/tap/007_proxy.pl: unlike hashtext, whose
  * values PostgreSQL does not promise to keep across major versions, it can
  * never change under payments already placed.  PL/Proxy maps it to
  * partition route & (partitions - 1).
@@ -50,6 +50,7 @@
 
 #include "bizno.h"
 #include "bizno_format.h"
+#include "compat.h"
 #include "proxied.h"
 #include "route.h"
 

@@ -28,6 +28,7 @@
 #include "utils/rls.h"
 
 #include "catalog.h"
+#include "compat.h"
 #include "machine.h"
 #include "reason.h"
 #include "trigger_common.h"
@@ -94,7 +95,7 @@ PayCheckTriggerProtocol(FunctionCallInfo fcinfo, const char *function,
  * Every script pg_dump writes, and every connection of pg_restore (serial,
  * parallel, single-transaction, data-only), sets row_security = off and
  * check_function_bodies = false before it loads any data -- unless the
- * dump or restore is run with --enable-row-security, which README.md says
+ * dump or restore is run with --enable-row-security, which doc/operations.md says
  * not to do; an application does neither.  Restoring idempotent_pay takes
  * a superuser (CREATE EXTENSION does), and an application role never is
  * one.  A superuser's INSERT in that state is taken as it comes -- any
@@ -164,7 +165,7 @@ PayRaiseIllegalTransition(Relation rel, const char *key, int from, PayStatus to)
 char *
 PayRowKeyDescription(Relation rel, HeapTuple tuple)
 {
-	Oid			pk = RelationGetPrimaryKeyIndex(rel);
+	Oid			pk = PayRelationGetPrimaryKeyIndex(rel);
 	Relation	index;
 	Datum		values[INDEX_MAX_KEYS];
 	bool		isnull[INDEX_MAX_KEYS];

@@ -39,6 +39,7 @@
 #include "utils/rel.h"
 
 #include "catalog.h"
+#include "compat.h"
 #include "machine.h"
 #include "reason.h"
 #include "trigger_common.h"

@@ -93,6 +93,7 @@
 #include "utils/snapmgr.h"
 
 #include "catalog.h"
+#include "compat.h"
 #include "write_direct.h"
 #include "write_direct_policy.h"
 
@@ -402,7 +403,7 @@ PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 			CHECK_FOR_INTERRUPTS();
 			/* waits for an in-progress inserter of the same key */
 			if (after_conflict &&
-				!ExecCheckIndexConstraints(write.result, slot, write.estate, &conflict, NIL))
+				!PayExecCheckIndexConstraints(write.result, slot, write.estate, &conflict, NIL))
 			{
 				CheckConflictVisible(&write, &conflict);
 				break;
@@ -411,8 +412,8 @@ PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 			token = SpeculativeInsertionLockAcquire(xid);
 			table_tuple_insert_speculative(write.ledger, slot, write.estate->es_output_cid,
 										   0, NULL, token);
-			ExecInsertIndexTuples(write.result, slot, write.estate, false, true,
-								  &speculative_conflict, NIL);
+			PayExecInsertIndexTuples(write.result, slot, write.estate, false, true,
+									 &speculative_conflict, NIL, false);
 			table_tuple_complete_speculative(write.ledger, slot, token, !speculative_conflict);
 			SpeculativeInsertionLockRelease(xid);
 			if (!speculative_conflict)
@@ -478,7 +479,7 @@ FetchByKey(Relation ledger, Relation pkey, Snapshot snapshot, Datum bizno,
 
 	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   pkey->rd_indcollation[0], F_TEXTEQ, bizno);
-	scan = index_beginscan(ledger, pkey, snapshot, 1, 0);
+	scan = PayIndexBeginScan(ledger, pkey, snapshot, 1, 0);
 	index_rescan(scan, &key, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	index_endscan(scan);
@@ -580,7 +581,7 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 	bool		nulls[5];
 	LockTupleMode mode;
 	TM_FailureData failure;
-	bool		update_indexes;
+	PayUpdateIndexes update_indexes;
 
 	if (!BeginDirectWrite(fcinfo, CMD_UPDATE, &write))
 		return false;
@@ -654,10 +655,11 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 		}
 		if (result != TM_Ok)
 			elog(ERROR, "unexpected table_tuple_update status: %u", result);
-		if (update_indexes)
+		if (PayUpdateIndexesAny(update_indexes))
 		{
 			NoteUnchangedIndexes(write.result, updatedcols);
-			ExecInsertIndexTuples(write.result, newslot, write.estate, true, false, NULL, NIL);
+			PayExecInsertIndexTuples(write.result, newslot, write.estate, true, false, NULL, NIL,
+									 PayUpdateIndexesOnlySummarizing(update_indexes));
 		}
 		FireRowTriggers(&write, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_UPDATE, oldtuple,
 						ExecFetchSlotHeapTuple(newslot, true, NULL), updatedcols);
@@ -760,7 +762,7 @@ PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 	if (tupdesc->constr)
 		ExecConstraints(result_rel, slot, estate);
 	table_tuple_insert(journal, slot, GetCurrentCommandId(true), 0, NULL);
-	ExecInsertIndexTuples(result_rel, slot, estate, false, false, NULL, NIL);
+	PayExecInsertIndexTuples(result_rel, slot, estate, false, false, NULL, NIL, false);
 
 	ExecCloseIndices(result_rel);
 	ExecResetTupleTable(estate->es_tupleTable, false);

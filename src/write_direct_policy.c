@@ -63,6 +63,7 @@
 #include "utils/syscache.h"
 
 #include "catalog.h"
+#include "compat.h"
 #include "write_direct_policy.h"
 
 static PayDirectPolicy policy;
@@ -130,9 +131,12 @@ NoteExpressionKind(Node *node, void *context)
 
 	if (node == NULL)
 		return false;
-	/* a domain's checks, or a subquery, are more than a function call */
+	/*
+	 * A domain's checks, a subquery, or an SQL/JSON query function's hidden
+	 * coercion are more than a function call.
+	 */
 	if (IsA(node, CoerceToDomain) || IsA(node, SubLink) || IsA(node, SubPlan) ||
-		IsA(node, NextValueExpr))
+		IsA(node, NextValueExpr) || PayIsSqlJsonQuery(node))
 	{
 		*kind = PAY_EXPRESSION_FOREIGN;
 		return true;
