@@ -69,6 +69,14 @@ paired() {
 
 ROWS=()
 row() { ROWS+=("| $1 | $2 | **$3** | $4 |"); }
+table() {
+	echo
+	echo "Server: ${BENCH_CONFIGURATION:-as started}"
+	echo
+	echo "| comparison | figures (medians of $ROUNDS runs, $RUN_SECONDS s each, $CLIENTS clients) | ratio (median of the rounds' ratios) | target |"
+	echo "|---|---|---|---|"
+	printf '%s\n' "${ROWS[@]}"
+}
 
 echo "== setting up" >&2
 psql -X -q -d postgres -c "CREATE DATABASE $DB"
@@ -128,6 +136,11 @@ row "1. new payment (payments/s)" \
 row "1. new payment (payments/s)" \
 	"C ${MEDIAN[api.pgbench]}, full PL/pgSQL ${MEDIAN[plpgsql.pgbench]}" \
 	"$(paired "${RUNS[api.pgbench]}" "${RUNS[plpgsql.pgbench]}" 'full PL/pgSQL')" "—"
+# BENCH_ONLY=new-payment: this row alone (as another major runs it)
+if [ "${BENCH_ONLY:-}" = new-payment ]; then
+	table
+	exit 0
+fi
 
 # Backend CPU microseconds and WAL bytes per payment: CPU_PAYMENTS payments in
 # one session through prepared statements, measured by the backend itself
@@ -235,9 +248,4 @@ row "5. pay_begin + pay_succeed with $(sql -c 'SELECT count(*) FROM pay_ledger')
 row "6. backend memory growth after 1M API calls in one session" \
 	"$memory bytes" "$(awk -v b="$memory" 'BEGIN { printf "%.3f MB", b / 1048576 }')" "< 1 MB"
 
-echo
-echo "Server: ${BENCH_CONFIGURATION:-as started}"
-echo
-echo "| comparison | figures (medians of $ROUNDS runs, $RUN_SECONDS s each, $CLIENTS clients) | ratio (median of the rounds' ratios) | target |"
-echo "|---|---|---|---|"
-printf '%s\n' "${ROWS[@]}"
+table
