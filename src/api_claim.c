@@ -39,9 +39,9 @@
 #include "bizno.h"
 #include "catalog.h"
 #include "compat.h"
-#include "settings.h"
 #include "machine.h"
 #include "reason.h"
+#include "settings.h"
 #include "stats.h"
 #include "write.h"
 

@@ -43,10 +43,10 @@
 #include "amount.h"
 #include "bizno.h"
 #include "catalog.h"
-#include "settings.h"
 #include "machine.h"
 #include "reason.h"
 #include "refund.h"
+#include "settings.h"
 #include "trigger_common.h"
 #include "triggers.h"
 

@@ -44,8 +44,8 @@
 #include "utils/xid8.h"
 
 #include "catalog.h"
-#include "settings.h"
 #include "machine.h"
+#include "settings.h"
 #include "trigger_common.h"
 #include "triggers.h"
 #include "write.h"
