@@ -165,7 +165,7 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 		nulls[JOURNAL_NOTE] = false;
 	}
 
-	PayJournalAppend(fcinfo, catalog, journal, values, nulls);
+	PayJournalAppend(catalog, journal, values, nulls);
 	table_close(journal, NoLock);
 
 	if (from != (int) to && pay_notify_channel != NULL && pay_notify_channel[0] != '\0')

@@ -129,10 +129,10 @@ PayJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *note)
  * trigger; values and nulls are indexed by JournalColumn.
  */
 void
-PayJournalAppend(FunctionCallInfo fcinfo, const PayCatalog *catalog, Relation journal,
-				 const Datum *values, const bool *nulls)
+PayJournalAppend(const PayCatalog *catalog, Relation journal, const Datum *values,
+				 const bool *nulls)
 {
-	if (PayDirectJournalAppendAllowed(fcinfo, journal))
+	if (PayDirectJournalAppendAllowed(catalog, journal))
 		PayDirectJournalInsert(catalog, journal, values, nulls);
 	else
 		PaySqlJournalInsert(catalog, journal, values, nulls);

@@ -49,8 +49,8 @@ extern void PayLedgerSetAmount(const PayCatalog *catalog, Datum bizno,
 extern bool PayLedgerSettle(FunctionCallInfo fcinfo, const PayCatalog *catalog,
 							const PaySettleWrite *settle);
 extern void PayJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *note);
-extern void PayJournalAppend(FunctionCallInfo fcinfo, const PayCatalog *catalog,
-							 Relation journal, const Datum *values, const bool *nulls);
+extern void PayJournalAppend(const PayCatalog *catalog, Relation journal,
+							 const Datum *values, const bool *nulls);
 
 extern void PayRequireRowWritten(bool written, Datum bizno);
 

@@ -506,13 +506,12 @@ PayDirectLedgerWriteAllowed(const PayDirectPolicy *decided, const PayCatalog *cu
 
 /*
  * Whether the journal trigger may append its row to journal, which it has
- * locked, through the access methods.
+ * locked, through the access methods; current is the catalog as that lock
+ * brought it in.
  */
 bool
-PayDirectJournalAppendAllowed(FunctionCallInfo fcinfo, Relation journal)
+PayDirectJournalAppendAllowed(const PayCatalog *current, Relation journal)
 {
-	const PayCatalog *current = PayCatalogGetTables(fcinfo);
-
 	if (journal_generation != current->generation)
 	{
 		catalog = current;
