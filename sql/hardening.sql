@@ -35,8 +35,8 @@ DROP TABLE misfired;
 DROP FUNCTION fire(text);
 
 -- On the ledger itself, a second bookkeeping trigger AFTER, or the journal
--- trigger for DELETE, is refused the same way.
-CREATE TRIGGER misfire AFTER DELETE ON pay_ledger
+-- trigger BEFORE DELETE (it records deletions AFTER), is refused the same way.
+CREATE TRIGGER misfire BEFORE DELETE ON pay_ledger
     FOR EACH ROW EXECUTE FUNCTION pay_ledger_journal();
 SELECT payment_in('H-DELETE', 'INIT') AS payment;
 SELECT outcome($$DELETE FROM pay_ledger WHERE bizno = 'H-DELETE' RETURNING 'deleted'$$) AS journal_on_delete;

@@ -182,6 +182,68 @@ COMMENT ON COLUMN @extschema@.pay_journal.from_status IS
 COMMENT ON COLUMN @extschema@.pay_journal.actor IS
 'The role that made the change (the session''s role, not the owner the API runs as)';
 
+-- The counts pay_stats reads instead of scanning the ledger (the functions
+-- that keep them follow pay_stats_counters).  The journal already holds
+-- every transition, so the counts cost a payment nothing: pay_stats_refresh
+-- folds the journal rows no count includes yet into pay_stats_counts, and a
+-- reader adds the few rows written since.  pay_stats_state says which rows
+-- are folded: every row visible in the snapshot "counted", and no row
+-- numbered below counted_from is left out of it.  None of these tables is
+-- dumped: a restore counts again from the ledger and the journal.
+CREATE TABLE @extschema@.pay_stats_counts (
+    from_status         @extschema@.pay_status,
+    to_status           @extschema@.pay_status,
+    refund              boolean NOT NULL,
+    second_charge       text,
+    n                   bigint NOT NULL,
+    CONSTRAINT pay_stats_counts_key UNIQUE NULLS NOT DISTINCT (from_status, to_status, refund, second_charge),
+    CONSTRAINT pay_stats_counts_second_charge
+        CHECK (second_charge IN ('reported', 'confirmed', 'found', 'late report'))
+);
+
+COMMENT ON TABLE @extschema@.pay_stats_counts IS
+'Journal rows folded into pay_stats, by transition (from_status NULL: created; to_status NULL: deleted), refund or payment, and kind of second charge; kept by pay_stats_refresh';
+
+-- The deletions of ledger rows (INIT and FAILED ones may be deleted), which
+-- the journal does not record, numbered in the journal's sequence so that
+-- they are folded with it; pay_stats_refresh removes them once folded.
+CREATE TABLE @extschema@.pay_stats_deletions (
+    seq                 bigint PRIMARY KEY
+                        DEFAULT pg_catalog.nextval('@extschema@.pay_journal_seq_seq'::pg_catalog.regclass),
+    bizno               text NOT NULL,
+    status              @extschema@.pay_status NOT NULL,
+    refund              boolean NOT NULL,
+    txid                xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id()
+);
+
+COMMENT ON TABLE @extschema@.pay_stats_deletions IS
+'Ledger rows deleted since pay_stats_refresh last folded the journal; written by the ledger''s journal trigger';
+
+-- The payments PROCESSING as of the fold, and since when: what pay_stats
+-- reads stuck payments from.
+CREATE TABLE @extschema@.pay_stats_processing (
+    bizno               text PRIMARY KEY,
+    since               timestamptz NOT NULL
+);
+
+COMMENT ON TABLE @extschema@.pay_stats_processing IS
+'The payments PROCESSING when pay_stats_refresh last folded the journal, and when each entered PROCESSING';
+
+CREATE TABLE @extschema@.pay_stats_state (
+    singleton           boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    counted             pg_snapshot NOT NULL,
+    counted_from        bigint NOT NULL,
+    next_from           bigint NOT NULL,
+    next_from_after     text[] NOT NULL,
+    folded_at           timestamptz NOT NULL
+);
+
+COMMENT ON TABLE @extschema@.pay_stats_state IS
+'Which journal rows pay_stats_counts includes: those visible in counted, none numbered below counted_from left out; counted_from becomes next_from once the transactions next_from_after have ended';
+
+REVOKE ALL ON @extschema@.pay_stats_counts, @extschema@.pay_stats_deletions,
+    @extschema@.pay_stats_processing, @extschema@.pay_stats_state FROM PUBLIC;
+
 
 /* 3. The triggers --------------------------------------------------------- */
 
@@ -243,6 +305,11 @@ CREATE TRIGGER pay_ledger_journal_insert
 -- compiled again for every statement.
 CREATE TRIGGER pay_ledger_journal_update
     AFTER UPDATE ON @extschema@.pay_ledger
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_ledger_journal();
+-- A deletion is recorded for pay_stats' counts, which the journal alone
+-- would go on counting.
+CREATE TRIGGER pay_ledger_journal_delete
+    AFTER DELETE ON @extschema@.pay_ledger
     FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_ledger_journal();
 
 CREATE TRIGGER pay_journal_guard
@@ -902,6 +969,427 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.pay_stats_reset() IS
 'Start the counters of pay_stats again from zero';
 
+-- The maintained counts (the tables after the journal's): folding the
+-- journal into pay_stats_counts, and reading the counts with the rows
+-- written since.
+--
+-- The bank's reference in the note of a second charge.
+CREATE FUNCTION @extschema@.pay_stats_second_charge_reference()
+RETURNS text
+AS $$
+    SELECT '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as '::text
+$$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_second_charge_reference() IS
+'The regular expression of the bank''s reference in the journal note of a second charge';
+
+-- What a journal row of a second charge adds to the counts, judged against
+-- the rows of the same bizNo and reference counted before it (folded
+-- earlier, or earlier in the same fold): a report, the statement's
+-- confirmation of one reported, one found on a statement first, or the
+-- report of one a statement confirmed already.  pay_second_charges lists
+-- the same charges by scanning the journal.
+CREATE FUNCTION @extschema@.pay_stats_second_charge(bizno text, note text, seq bigint,
+                                                     counted_from bigint, counted pg_snapshot)
+RETURNS text
+AS $$
+    SELECT CASE WHEN (r.report AND NOT r.confirmed_before) THEN 'reported'
+                WHEN r.report THEN 'late report'
+                WHEN r.reported_before THEN 'confirmed'
+                ELSE 'found'
+           END
+    FROM (SELECT $2 LIKE 'second charge reported: %' AS report,
+                 pg_catalog.bool_or(NOT e.report) IS TRUE AS confirmed_before,
+                 pg_catalog.bool_or(e.report) IS TRUE AS reported_before
+          FROM (SELECT j.note LIKE 'second charge reported: %' AS report
+                FROM @extschema@.pay_journal AS j
+                WHERE j.bizno OPERATOR(pg_catalog.=) $1
+                  AND j.seq OPERATOR(pg_catalog.<>) $3
+                  AND j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                  AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                  AND j.note LIKE 'second charge%'
+                  AND pg_catalog.substring(j.note, @extschema@.pay_stats_second_charge_reference())
+                      OPERATOR(pg_catalog.=)
+                      pg_catalog.substring($2, @extschema@.pay_stats_second_charge_reference())
+                  AND (j.seq OPERATOR(pg_catalog.<) $3 OR j.seq OPERATOR(pg_catalog.<) $4
+                       OR pg_catalog.pg_visible_in_snapshot(j.txid, $5))) AS e) AS r
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_second_charge(text, text, bigint, bigint, pg_snapshot) IS
+'What a journal row of a second charge adds to pay_stats: reported, confirmed, found (on a statement first) or late report';
+
+-- The journal rows and deletions no count includes yet: those not visible in
+-- the snapshot counted, numbered from counted_from on.  A refund is known by
+-- its ledger row, or by its deletion when the row is gone.
+CREATE FUNCTION @extschema@.pay_stats_unfolded(counted_from bigint, counted pg_snapshot,
+    OUT seq bigint, OUT bizno text, OUT from_status @extschema@.pay_status,
+    OUT to_status @extschema@.pay_status, OUT refund boolean, OUT second_charge text,
+    OUT at timestamptz)
+RETURNS SETOF record
+AS $$
+    WITH journal AS (
+        SELECT j.seq, j.bizno, j.from_status, j.to_status, j.note, j.at
+        FROM @extschema@.pay_journal AS j
+        WHERE j.seq OPERATOR(pg_catalog.>=) $1
+          AND NOT pg_catalog.pg_visible_in_snapshot(j.txid, $2)),
+    deletions AS (
+        SELECT d.seq, d.bizno, d.status, d.refund
+        FROM @extschema@.pay_stats_deletions AS d
+        WHERE d.seq OPERATOR(pg_catalog.>=) $1
+          AND NOT pg_catalog.pg_visible_in_snapshot(d.txid, $2))
+    SELECT j.seq, j.bizno, j.from_status, j.to_status,
+           COALESCE((SELECT l.parent IS NOT NULL FROM @extschema@.pay_ledger AS l
+                     WHERE l.bizno OPERATOR(pg_catalog.=) j.bizno),
+                    (SELECT pg_catalog.bool_or(d.refund) FROM deletions AS d
+                     WHERE d.bizno OPERATOR(pg_catalog.=) j.bizno),
+                    false),
+           CASE WHEN j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                 AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                 AND j.note LIKE 'second charge%'
+                THEN @extschema@.pay_stats_second_charge(j.bizno, j.note, j.seq, $1, $2)
+           END,
+           j.at
+    FROM journal AS j
+    UNION ALL
+    SELECT d.seq, d.bizno, d.status, NULL, d.refund, NULL, NULL
+    FROM deletions AS d
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_unfolded(bigint, pg_snapshot) IS
+'The journal rows and deletions pay_stats_counts does not include yet, given pay_stats_state''s counted_from and counted';
+
+-- The transactions of this database running now (virtual ids), and whether
+-- all of a list have ended (src/stats.c).
+CREATE FUNCTION @extschema@.pay_stats_running_transactions()
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'pay_stats_running_transactions'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_running_transactions() IS
+'The virtual transaction ids of the transactions of this database running now, but this one';
+
+CREATE FUNCTION @extschema@.pay_stats_transactions_ended(vxids text[])
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pay_stats_transactions_ended'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_transactions_ended(text[]) IS
+'Whether every transaction of a list pay_stats_running_transactions returned has ended; waits for none';
+
+-- Fold the journal rows written since the last fold into pay_stats_counts;
+-- the first fold counts the ledger and the whole journal.  pay_stats calls
+-- it when at least 1000 journal rows may be unfolded; a pg_cron job can
+-- call it too.  It folds nothing, and answers false, in a read-only or a
+-- REPEATABLE READ transaction (the fold needs a snapshot newer than its look
+-- at the running transactions, which only READ COMMITTED takes), while
+-- another session folds, or when fewer than min_rows rows may be unfolded.
+CREATE FUNCTION @extschema@.pay_stats_refresh(min_rows bigint DEFAULT 0)
+RETURNS boolean
+AS $$
+DECLARE
+    state @extschema@.pay_stats_state;
+    last_seq bigint;
+    new_counted_from bigint;
+    new_next_from bigint;
+    new_next_from_after text[];
+BEGIN
+    IF pg_catalog.current_setting('transaction_read_only')::boolean
+       OR pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
+        RETURN false;
+    END IF;
+    BEGIN
+        SELECT * INTO state FROM @extschema@.pay_stats_state FOR UPDATE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN false;
+    END;
+
+    -- The highest number the journal's sequence handed out, then the
+    -- transactions running: each row numbered up to it was written by one of
+    -- them or by a transaction that has ended.
+    SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value OPERATOR(pg_catalog.-) 1 END
+    INTO last_seq FROM @extschema@.pay_journal_seq_seq AS s;
+
+    IF state IS NULL THEN
+        -- The first fold: while the deletions wait, count the ledger and the
+        -- whole journal in one snapshot.
+        BEGIN
+            LOCK TABLE @extschema@.pay_stats_state, @extschema@.pay_stats_counts,
+                @extschema@.pay_stats_deletions, @extschema@.pay_stats_processing
+                IN EXCLUSIVE MODE NOWAIT;
+        EXCEPTION WHEN lock_not_available THEN
+            RETURN false;
+        END;
+        IF EXISTS (SELECT FROM @extschema@.pay_stats_state) THEN
+            RETURN false;
+        END IF;
+        new_next_from := last_seq OPERATOR(pg_catalog.+) 1;
+        new_next_from_after := @extschema@.pay_stats_running_transactions();
+        new_counted_from := CASE WHEN @extschema@.pay_stats_transactions_ended(new_next_from_after)
+                                 THEN new_next_from ELSE 0 END;
+        DELETE FROM @extschema@.pay_stats_counts;
+        DELETE FROM @extschema@.pay_stats_deletions;
+        DELETE FROM @extschema@.pay_stats_processing;
+        WITH unfolded AS MATERIALIZED (
+            SELECT * FROM @extschema@.pay_stats_unfolded(0, '1:1:'::pg_snapshot)),
+        folded AS (
+            SELECT u.from_status, u.to_status, u.refund, u.second_charge, pg_catalog.count(*) AS n
+            FROM unfolded AS u
+            GROUP BY 1, 2, 3, 4),
+        journal_balance AS (
+            SELECT b.status, b.refund, pg_catalog.sum(b.n) AS n
+            FROM (SELECT f.to_status AS status, f.refund, f.n FROM folded AS f
+                  UNION ALL
+                  SELECT f.from_status, f.refund, OPERATOR(pg_catalog.-) f.n FROM folded AS f
+                  WHERE f.from_status IS NOT NULL) AS b
+            GROUP BY 1, 2),
+        ledger_balance AS (
+            SELECT l.status, l.parent IS NOT NULL AS refund, pg_catalog.count(*) AS n
+            FROM @extschema@.pay_ledger AS l
+            GROUP BY 1, 2),
+        counts AS (
+            INSERT INTO @extschema@.pay_stats_counts (from_status, to_status, refund, second_charge, n)
+            SELECT f.from_status, f.to_status, f.refund, f.second_charge, f.n FROM folded AS f
+            UNION ALL
+            -- what the journal implies less what the ledger holds: the rows
+            -- deleted before the counts were kept
+            SELECT COALESCE(j.status, l.status), NULL, COALESCE(j.refund, l.refund), NULL,
+                   (COALESCE(j.n, 0) OPERATOR(pg_catalog.-) COALESCE(l.n, 0))::bigint
+            FROM journal_balance AS j
+            FULL JOIN ledger_balance AS l
+              ON l.status OPERATOR(pg_catalog.=) j.status AND l.refund OPERATOR(pg_catalog.=) j.refund
+            WHERE COALESCE(j.n, 0) OPERATOR(pg_catalog.<>) COALESCE(l.n, 0)
+            RETURNING 1),
+        processing AS (
+            INSERT INTO @extschema@.pay_stats_processing (bizno, since)
+            SELECT l.bizno, COALESCE(l.processing_since, l.updated_at)
+            FROM @extschema@.pay_ledger AS l
+            WHERE l.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
+            RETURNING 1)
+        INSERT INTO @extschema@.pay_stats_state (counted, counted_from, next_from, next_from_after, folded_at)
+        VALUES (pg_catalog.pg_current_snapshot(), new_counted_from, new_next_from, new_next_from_after,
+                pg_catalog.clock_timestamp());
+        RETURN true;
+    END IF;
+
+    IF last_seq OPERATOR(pg_catalog.<) (state.counted_from OPERATOR(pg_catalog.+) min_rows) THEN
+        RETURN false;
+    END IF;
+    -- Once the transactions noted at an earlier fold have ended, no row
+    -- numbered below that fold's next_from can still appear.
+    IF @extschema@.pay_stats_transactions_ended(state.next_from_after) THEN
+        new_counted_from := state.next_from;
+        new_next_from := last_seq OPERATOR(pg_catalog.+) 1;
+        new_next_from_after := @extschema@.pay_stats_running_transactions();
+    ELSE
+        new_counted_from := state.counted_from;
+        new_next_from := state.next_from;
+        new_next_from_after := state.next_from_after;
+    END IF;
+
+    -- One statement, one snapshot: what it folds, and the snapshot it records.
+    WITH unfolded AS MATERIALIZED (
+        SELECT * FROM @extschema@.pay_stats_unfolded(state.counted_from, state.counted)),
+    counts AS (
+        INSERT INTO @extschema@.pay_stats_counts AS c (from_status, to_status, refund, second_charge, n)
+        SELECT u.from_status, u.to_status, u.refund, u.second_charge, pg_catalog.count(*)
+        FROM unfolded AS u
+        GROUP BY 1, 2, 3, 4
+        ON CONFLICT ON CONSTRAINT pay_stats_counts_key
+        DO UPDATE SET n = c.n OPERATOR(pg_catalog.+) excluded.n
+        RETURNING 1),
+    latest AS (
+        SELECT DISTINCT ON (u.bizno) u.bizno, u.to_status, u.at
+        FROM unfolded AS u
+        WHERE u.from_status IS DISTINCT FROM u.to_status AND u.to_status IS NOT NULL
+        ORDER BY u.bizno, u.seq DESC),
+    left_processing AS (
+        DELETE FROM @extschema@.pay_stats_processing AS p
+        USING latest AS l
+        WHERE p.bizno OPERATOR(pg_catalog.=) l.bizno
+          AND l.to_status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
+        RETURNING 1),
+    entered_processing AS (
+        INSERT INTO @extschema@.pay_stats_processing AS p (bizno, since)
+        SELECT l.bizno, l.at FROM latest AS l
+        WHERE l.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
+        ON CONFLICT (bizno) DO UPDATE SET since = excluded.since
+        RETURNING 1),
+    folded_deletions AS (
+        DELETE FROM @extschema@.pay_stats_deletions AS d
+        USING unfolded AS u
+        WHERE u.to_status IS NULL AND d.seq OPERATOR(pg_catalog.=) u.seq
+        RETURNING 1)
+    UPDATE @extschema@.pay_stats_state
+    SET counted = pg_catalog.pg_current_snapshot(), counted_from = new_counted_from,
+        next_from = new_next_from, next_from_after = new_next_from_after,
+        folded_at = pg_catalog.clock_timestamp();
+    RETURN true;
+END
+$$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_refresh(bigint) IS
+'Fold the journal rows written since the last fold into pay_stats'' counts (the first time, count the ledger and the journal); false when it folded nothing';
+
+-- What the views pay_stats and pay_stats_transitions show: the counts with
+-- the rows folded into none yet.  Before the first fold (which a read-only
+-- transaction cannot make) they count by scanning the ledger and journal.
+CREATE FUNCTION @extschema@.pay_stats_read(OUT status @extschema@.pay_status, OUT payments bigint,
+    OUT stuck bigint, OUT oldest_processing_since timestamptz, OUT resets bigint,
+    OUT duplicate_answers bigint, OUT stats_reset timestamptz, OUT refunds bigint,
+    OUT second_charges bigint, OUT unconfirmed_second_charges bigint)
+RETURNS SETOF record
+AS $$
+DECLARE
+    state @extschema@.pay_stats_state;
+BEGIN
+    -- fold when a reader would otherwise go through more than a thousand rows
+    PERFORM @extschema@.pay_stats_refresh(1000);
+    SELECT * INTO state FROM @extschema@.pay_stats_state;
+    IF state IS NULL THEN
+        RETURN QUERY
+        WITH counters AS (SELECT * FROM @extschema@.pay_stats_counters()),
+        second_charges AS (SELECT * FROM @extschema@.pay_second_charges())
+        SELECT s.status,
+               pg_catalog.count(l.bizno),
+               CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
+                   pg_catalog.count(l.bizno) FILTER (
+                       WHERE l.processing_since OPERATOR(pg_catalog.<)
+                             (pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c)))
+               END,
+               CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN pg_catalog.min(l.processing_since) END,
+               CASE WHEN s.status OPERATOR(pg_catalog.=) 'INIT' THEN
+                   (SELECT pg_catalog.count(*) FROM @extschema@.pay_journal AS j
+                    WHERE j.from_status OPERATOR(pg_catalog.=) 'FAILED'
+                      AND j.to_status OPERATOR(pg_catalog.=) 'INIT')
+               END,
+               CASE s.status
+                   WHEN 'SUCCESS' THEN (SELECT c.already_succeeded FROM counters AS c)
+                   WHEN 'PROCESSING' THEN (SELECT c.in_progress FROM counters AS c)
+               END,
+               (SELECT c.stats_reset FROM counters AS c),
+               pg_catalog.count(l.bizno) FILTER (WHERE l.parent IS NOT NULL),
+               CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+                   (SELECT pg_catalog.count(*) FROM second_charges)
+               END,
+               CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+                   (SELECT pg_catalog.count(*) FROM second_charges AS c WHERE NOT c.confirmed)
+               END
+        FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
+        LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) s.status
+        GROUP BY s.status
+        ORDER BY s.status;
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    WITH unfolded AS MATERIALIZED (
+        SELECT * FROM @extschema@.pay_stats_unfolded(state.counted_from, state.counted)),
+    counts AS (
+        SELECT c.from_status, c.to_status, c.refund, c.second_charge, c.n
+        FROM @extschema@.pay_stats_counts AS c
+        UNION ALL
+        SELECT u.from_status, u.to_status, u.refund, u.second_charge, pg_catalog.count(*)
+        FROM unfolded AS u
+        GROUP BY 1, 2, 3, 4),
+    -- each count enters its to_status and leaves its from_status
+    moves AS (
+        SELECT c.to_status AS status, c.refund, c.n FROM counts AS c WHERE c.to_status IS NOT NULL
+        UNION ALL
+        SELECT c.from_status, c.refund, OPERATOR(pg_catalog.-) c.n FROM counts AS c
+        WHERE c.from_status IS NOT NULL),
+    latest AS (
+        SELECT DISTINCT ON (u.bizno) u.bizno, u.to_status, u.at
+        FROM unfolded AS u
+        WHERE u.from_status IS DISTINCT FROM u.to_status AND u.to_status IS NOT NULL
+        ORDER BY u.bizno, u.seq DESC),
+    processing AS (
+        SELECT p.since FROM @extschema@.pay_stats_processing AS p
+        WHERE NOT EXISTS (SELECT FROM latest AS l WHERE l.bizno OPERATOR(pg_catalog.=) p.bizno)
+        UNION ALL
+        SELECT l.at FROM latest AS l
+        WHERE l.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status),
+    counters AS (SELECT * FROM @extschema@.pay_stats_counters())
+    SELECT s.status,
+           (SELECT COALESCE(pg_catalog.sum(m.n), 0) FROM moves AS m
+            WHERE m.status OPERATOR(pg_catalog.=) s.status)::bigint,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
+               (SELECT pg_catalog.count(*) FROM processing AS p
+                WHERE p.since OPERATOR(pg_catalog.<)
+                      (pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c)))
+           END,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
+               (SELECT pg_catalog.min(p.since) FROM processing AS p)
+           END,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'INIT' THEN
+               (SELECT COALESCE(pg_catalog.sum(c.n), 0) FROM counts AS c
+                WHERE c.from_status OPERATOR(pg_catalog.=) 'FAILED'
+                  AND c.to_status OPERATOR(pg_catalog.=) 'INIT')::bigint
+           END,
+           CASE s.status
+               WHEN 'SUCCESS' THEN (SELECT c.already_succeeded FROM counters AS c)
+               WHEN 'PROCESSING' THEN (SELECT c.in_progress FROM counters AS c)
+           END,
+           (SELECT c.stats_reset FROM counters AS c),
+           (SELECT COALESCE(pg_catalog.sum(m.n), 0) FROM moves AS m
+            WHERE m.status OPERATOR(pg_catalog.=) s.status AND m.refund)::bigint,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+               (SELECT COALESCE(pg_catalog.sum(c.n), 0) FROM counts AS c
+                WHERE c.second_charge IN ('reported', 'found'))::bigint
+           END,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+               (SELECT COALESCE(pg_catalog.sum(c.n) FILTER (WHERE c.second_charge OPERATOR(pg_catalog.=) 'reported'), 0)
+                       OPERATOR(pg_catalog.-)
+                       COALESCE(pg_catalog.sum(c.n) FILTER (WHERE c.second_charge OPERATOR(pg_catalog.=) 'confirmed'), 0)
+                FROM counts AS c)::bigint
+           END
+    FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
+    ORDER BY s.status;
+END
+$$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_read() IS
+'What the view pay_stats shows, from the maintained counts';
+
+CREATE FUNCTION @extschema@.pay_stats_transitions_read(OUT from_status @extschema@.pay_status,
+    OUT to_status @extschema@.pay_status, OUT transitions bigint)
+RETURNS SETOF record
+AS $$
+DECLARE
+    state @extschema@.pay_stats_state;
+BEGIN
+    PERFORM @extschema@.pay_stats_refresh(1000);
+    SELECT * INTO state FROM @extschema@.pay_stats_state;
+    IF state IS NULL THEN
+        RETURN QUERY
+        SELECT j.from_status, j.to_status, pg_catalog.count(*)
+        FROM @extschema@.pay_journal AS j
+        WHERE j.from_status IS DISTINCT FROM j.to_status
+        GROUP BY 1, 2
+        ORDER BY 1 NULLS FIRST, 2;
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    SELECT c.from_status, c.to_status, pg_catalog.sum(c.n)::bigint
+    FROM (SELECT c.from_status, c.to_status, c.n FROM @extschema@.pay_stats_counts AS c
+          UNION ALL
+          SELECT u.from_status, u.to_status, 1
+          FROM @extschema@.pay_stats_unfolded(state.counted_from, state.counted) AS u) AS c
+    WHERE c.from_status IS DISTINCT FROM c.to_status AND c.to_status IS NOT NULL
+    GROUP BY 1, 2
+    ORDER BY 1 NULLS FIRST, 2;
+END
+$$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_transitions_read() IS
+'What the view pay_stats_transitions shows, from the maintained counts';
+
 -- Guarding a user's table that already exists with the payment state
 -- machine: pay_protect checks the status column's type and every row's
 -- label under a lock that keeps rows from changing meanwhile, then installs
@@ -1050,41 +1538,21 @@ COMMENT ON VIEW @extschema@.pay_guards IS
 'Every pay_guard trigger and whether it fires always; any other value means a guard was weakened';
 
 -- One row per status: the ledger's payments (refunds counted also apart),
--- the stuck ones, resets, the duplicate answers pay_begin gave since the
--- counters were reset, and the second charges no statement confirmed yet.
+-- the stuck ones, resets, second charges, and the duplicate answers
+-- pay_begin gave since the counters were reset -- read from counts the
+-- journal keeps (pay_stats_read), not by scanning the ledger.
 CREATE VIEW @extschema@.pay_stats AS
-    WITH counters AS (SELECT * FROM @extschema@.pay_stats_counters())
-    SELECT s.status,
-           pg_catalog.count(l.bizno) AS payments,
-           pg_catalog.min(l.updated_at) AS oldest_updated_at,
-           CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
-               pg_catalog.count(l.bizno) FILTER (
-                   WHERE l.processing_since OPERATOR(pg_catalog.<)
-                         (pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c)))
-           END AS stuck,
-           CASE s.status
-               WHEN 'INIT' THEN (SELECT pg_catalog.count(*) FROM @extschema@.pay_journal AS j
-                                 WHERE j.from_status OPERATOR(pg_catalog.=) 'FAILED'
-                                   AND j.to_status OPERATOR(pg_catalog.=) 'INIT'
-                                   AND j.at OPERATOR(pg_catalog.>=)
-                                       COALESCE((SELECT c.stats_reset FROM counters AS c), '-infinity'))
-           END AS resets,
-           CASE s.status
-               WHEN 'SUCCESS' THEN (SELECT c.already_succeeded FROM counters AS c)
-               WHEN 'PROCESSING' THEN (SELECT c.in_progress FROM counters AS c)
-           END AS duplicate_answers,
-           (SELECT c.stats_reset FROM counters AS c) AS stats_reset,
-           pg_catalog.count(l.bizno) FILTER (WHERE l.parent IS NOT NULL) AS refunds,
-           CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
-               (SELECT pg_catalog.count(*) FROM @extschema@.pay_second_charges() AS c WHERE NOT c.confirmed)
-           END AS unconfirmed_second_charges
-    FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
-    LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) s.status
-    GROUP BY s.status
-    ORDER BY s.status;
+    SELECT * FROM @extschema@.pay_stats_read();
 
 COMMENT ON VIEW @extschema@.pay_stats IS
-'Per status: payments (refunds included), oldest update; PROCESSING: stuck ones; INIT: resets; SUCCESS and PROCESSING: the duplicate answers pay_begin gave since stats_reset; refunds: how many of the payments are refunds';
+'Per status: payments (refunds included); PROCESSING: stuck ones and the oldest one''s start; INIT: resets ever; SUCCESS and PROCESSING: the duplicate answers pay_begin gave since stats_reset; refunds: how many of the payments are refunds; SUCCESS: second charges ever and those no statement confirmed';
+
+-- Every transition ever journaled, by pair; from_status NULL: created.
+CREATE VIEW @extschema@.pay_stats_transitions AS
+    SELECT * FROM @extschema@.pay_stats_transitions_read();
+
+COMMENT ON VIEW @extschema@.pay_stats_transitions IS
+'How many times the ledger''s rows went from_status -> to_status (from_status NULL: created in to_status), from the maintained counts';
 
 -- The currencies, readable by everyone (see the privileges below).
 CREATE VIEW @extschema@.pay_currencies AS
@@ -1108,9 +1576,10 @@ REVOKE ALL ON FUNCTION @extschema@.pay_guard(), @extschema@.pay_ledger_bookkeepi
 -- Paying, repairing, reconciling and granting are for the roles granted
 -- them.  What anyone may still call is harmless: the bizNo functions,
 -- pay_allowed, the value rules, pay_currency_list and pay_stats_counters.
--- The views pay_transitions, pay_guards and pay_stats keep the default
--- privileges, their owner's alone (pay_grant_operator grants the last two);
--- pay_currencies is everyone's.
+-- The views pay_transitions, pay_guards, pay_stats and pay_stats_transitions
+-- keep the default privileges, their owner's alone (pay_grant_operator grants
+-- the last three, and the functions the last two read through); pay_currencies
+-- is everyone's.
 REVOKE ALL ON FUNCTION
     @extschema@.pay_open(text, text, numeric, text),
     @extschema@.pay_claim(text, numeric, text),
@@ -1131,6 +1600,13 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_reconcile(regclass, boolean, timestamptz),
     @extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz),
     @extschema@.pay_stats_reset(),
+    @extschema@.pay_stats_refresh(bigint),
+    @extschema@.pay_stats_read(),
+    @extschema@.pay_stats_transitions_read(),
+    @extschema@.pay_stats_unfolded(bigint, pg_snapshot),
+    @extschema@.pay_stats_second_charge(text, text, bigint, bigint, pg_snapshot),
+    @extschema@.pay_stats_running_transactions(),
+    @extschema@.pay_stats_transactions_ended(text[]),
     @extschema@.pay_protect(regclass, name, name[]),
     @extschema@.pay_unprotect(regclass)
 FROM PUBLIC;
@@ -1180,7 +1656,7 @@ BEGIN
     EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
     EXECUTE pg_catalog.format(
         'GRANT SELECT ON @extschema@.pay_ledger, @extschema@.pay_journal, @extschema@.pay_stats, '
-        '@extschema@.pay_guards TO %s', role);
+        '@extschema@.pay_stats_transitions, @extschema@.pay_guards TO %s', role);
     EXECUTE pg_catalog.format(
         'GRANT EXECUTE ON FUNCTION '
         '@extschema@.pay_reset(text, text), '
@@ -1192,6 +1668,9 @@ BEGIN
         '@extschema@.pay_succeed(text, text, integer, jsonb), '
         '@extschema@.pay_fail(text, text, integer), '
         '@extschema@.pay_stats_reset(), '
+        '@extschema@.pay_stats_refresh(bigint), '
+        '@extschema@.pay_stats_read(), '
+        '@extschema@.pay_stats_transitions_read(), '
         '@extschema@.pay_verify(), '
         '@extschema@.pay_get(text), '
         '@extschema@.pay_find(text, text), '
@@ -1204,7 +1683,7 @@ $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
-'Give a finance or operations role what repairing, reconciling and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_second_charges, pay_stats, pay_verify, pay_guards, and what reconciling settles and refunds with';
+'Give a finance or operations role what repairing, reconciling and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_second_charges, pay_stats, pay_stats_transitions, pay_stats_refresh, pay_verify, pay_guards, and what reconciling settles and refunds with';
 
 REVOKE ALL ON FUNCTION @extschema@.pay_grant(regrole), @extschema@.pay_grant_operator(regrole) FROM PUBLIC;
 

@@ -44,6 +44,18 @@
 #endif
 
 /*
+ * The backend part of a virtual transaction id: 17 renamed backendId to
+ * procNumber.
+ */
+#if PG_VERSION_NUM >= 170000
+#define PayVxidBackend(vxid) ((vxid).procNumber)
+#define PayVxidSetBackend(vxid, backend) ((vxid).procNumber = (backend))
+#else
+#define PayVxidBackend(vxid) ((vxid).backendId)
+#define PayVxidSetBackend(vxid, backend) ((vxid).backendId = (backend))
+#endif
+
+/*
  * The relation's primary key index, InvalidOid when it has none -- or only
  * a deferrable one, which the relcache never reported before 18; 18 asks
  * whether a deferrable one will do, and it does not, as before.

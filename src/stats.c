@@ -1,30 +1,51 @@
 /*-------------------------------------------------------------------------
  *
  * stats.c
- *	  The counters behind pay_stats: how often pay_begin answered a retry
- *	  with ALREADY_SUCCEEDED or IN_PROGRESS.
+ *	  What pay_stats reads besides the ledger's maintained counts: how often
+ *	  pay_begin answered a retry with ALREADY_SUCCEEDED or IN_PROGRESS, the
+ *	  deletions of ledger rows, and the two questions about other
+ *	  transactions that folding the journal into the counts asks.
  *
- * They live in shared memory, so they exist only when the library is in
- * shared_preload_libraries; otherwise pay_stats shows them as NULL.  On the
- * hot path a count is one atomic add.  They start at zero with the server
- * and with pay_stats_reset().
+ * The answer counters live in shared memory, so they exist only when the
+ * library is in shared_preload_libraries; otherwise pay_stats shows them as
+ * NULL.  On the hot path a count is one atomic add.  They start at zero
+ * with the server and with pay_stats_reset().
+ *
+ * The counts of payments by status are kept by pay_stats_refresh (the
+ * install script), which folds the journal rows it has not counted yet into
+ * pay_stats_counts; doc/internals.md explains why that is exact.  The
+ * journal records no deletion, so the ledger's journal trigger records each
+ * one in pay_stats_deletions (PayStatsCountDeletion), numbered in the
+ * journal's sequence.  To know from which journal row on it must still
+ * look, the fold notes the transactions running when it read the sequence
+ * (pay_stats_running_transactions) and moves its start past that value once
+ * they have all ended (pay_stats_transactions_ended): every row numbered
+ * below it was written by one of them or by one that had ended already.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "storage/lwlock.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "settings.h"
 #include "stats.h"
+#include "trigger_common.h"
 
 typedef struct PayCounters
 {
@@ -39,6 +60,8 @@ static shmem_startup_hook_type previous_shmem_startup_hook = NULL;
 
 PG_FUNCTION_INFO_V1(pay_stats_counters);
 PG_FUNCTION_INFO_V1(pay_stats_reset);
+PG_FUNCTION_INFO_V1(pay_stats_running_transactions);
+PG_FUNCTION_INFO_V1(pay_stats_transactions_ended);
 
 static void
 RequestCounters(void)
@@ -139,4 +162,91 @@ pay_stats_reset(PG_FUNCTION_ARGS)
 	pg_atomic_write_u64(&counters->in_progress, 0);
 	pg_atomic_write_u64(&counters->reset_at, (uint64) GetCurrentTimestamp());
 	PG_RETURN_VOID();
+}
+
+/*
+ * Record the deletion of ledger row row (AFTER DELETE, from the journal
+ * trigger) in pay_stats_deletions, as the ledger's owner: rare, so by SQL.
+ */
+void
+PayStatsCountDeletion(const PayCatalog *catalog, Relation ledger, HeapTuple row)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+	PayOwnerContext owner;
+	Oid			types[3] = {TEXTOID, catalog->status_type, BOOLOID};
+	Datum		values[3];
+	bool		refund = false;
+	bool		isnull;
+
+	values[0] = PayRequiredColumn(row, ledger, col[LEDGER_BIZNO]);
+	values[1] = PayRequiredColumn(row, ledger, col[LEDGER_STATUS]);
+	if (col[LEDGER_PARENT] != InvalidAttrNumber)
+	{
+		(void) PayLedgerColumn(row, ledger, col[LEDGER_PARENT], &isnull);
+		refund = !isnull;
+	}
+	values[2] = BoolGetDatum(refund);
+
+	PayBecomeOwner(ledger, &owner);
+	SPI_connect();
+	if (SPI_execute_with_args(psprintf("INSERT INTO %s.pay_stats_deletions (bizno, status, refund) "
+									   "VALUES ($1, $2, $3)", catalog->schema),
+							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record the deletion of a ledger row");
+	SPI_finish();
+	PayRestoreUser(&owner);
+}
+
+/*
+ * pay_stats_running_transactions() returns text[]: the virtual transaction
+ * ids ("backend/local") of the transactions of this database running now,
+ * this one excepted -- prepared ones included, vacuum's not.
+ */
+Datum
+pay_stats_running_transactions(PG_FUNCTION_ARGS)
+{
+	int			count;
+	VirtualTransactionId *vxids = GetCurrentVirtualXIDs(InvalidTransactionId, false, false,
+														PROC_IS_AUTOVACUUM | PROC_IN_VACUUM,
+														&count);
+	Datum	   *elems = palloc(sizeof(Datum) * Max(count, 1));
+
+	for (int i = 0; i < count; i++)
+		elems[i] = CStringGetTextDatum(psprintf("%d/%u", (int) PayVxidBackend(vxids[i]),
+												vxids[i].localTransactionId));
+	PG_RETURN_ARRAYTYPE_P(construct_array(elems, count, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/*
+ * pay_stats_transactions_ended(vxids text[]) returns boolean: whether every
+ * transaction pay_stats_running_transactions listed has ended.  It waits
+ * for none of them.
+ */
+Datum
+pay_stats_transactions_ended(PG_FUNCTION_ARGS)
+{
+	ArrayType  *array = PG_GETARG_ARRAYTYPE_P(0);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			count;
+
+	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &count);
+	for (int i = 0; i < count; i++)
+	{
+		VirtualTransactionId vxid;
+		int			backend;
+		char		tail;
+
+		if (nulls[i] ||
+			sscanf(TextDatumGetCString(elems[i]), "%d/%u%c", &backend,
+				   &vxid.localTransactionId, &tail) != 2)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("\"%s\" is not a virtual transaction id",
+							nulls[i] ? "NULL" : TextDatumGetCString(elems[i]))));
+		PayVxidSetBackend(vxid, backend);
+		if (!VirtualXactLock(vxid, false))
+			PG_RETURN_BOOL(false);
+	}
+	PG_RETURN_BOOL(true);
 }

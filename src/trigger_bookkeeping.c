@@ -317,7 +317,8 @@ static Datum
 Bookkeeping(FunctionCallInfo fcinfo, bool values_1_3)
 {
 	const PayCatalog *catalog = PayCheckLedgerTrigger(fcinfo, "pay_ledger_bookkeeping()",
-													  TRIGGER_EVENT_BEFORE);
+													  TRIGGER_EVENT_BEFORE,
+													  PAY_ON_INSERT | PAY_ON_UPDATE);
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel = trigdata->tg_relation;
 	Datum		now = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());

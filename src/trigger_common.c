@@ -212,16 +212,16 @@ PayColumnUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 
 /*
  * The trigger protocol of the ledger's own triggers: fired as declared in
- * the install script, and on pay_ledger.
+ * the install script (at timing, on one of events), and on pay_ledger.
  */
 const PayCatalog *
-PayCheckLedgerTrigger(FunctionCallInfo fcinfo, const char *function, TriggerEvent timing)
+PayCheckLedgerTrigger(FunctionCallInfo fcinfo, const char *function, TriggerEvent timing,
+					  int events)
 {
 	const PayCatalog *catalog;
 	Relation	rel;
 
-	PayCheckTriggerProtocol(fcinfo, function, timing,
-							PAY_ON_INSERT | PAY_ON_UPDATE, false);
+	PayCheckTriggerProtocol(fcinfo, function, timing, events, false);
 	rel = ((TriggerData *) fcinfo->context)->tg_relation;
 	catalog = PayCatalogGetTables(fcinfo);
 	if (RelationGetRelid(rel) != catalog->ledger)

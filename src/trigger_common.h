@@ -47,7 +47,7 @@ extern bool PayColumnUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtu
 
 /* The ledger's own triggers */
 extern const PayCatalog *PayCheckLedgerTrigger(FunctionCallInfo fcinfo, const char *function,
-											   TriggerEvent timing);
+											   TriggerEvent timing, int events);
 extern Datum PayLedgerColumn(HeapTuple tuple, Relation rel, AttrNumber attnum, bool *isnull);
 extern Datum PayRequiredColumn(HeapTuple tuple, Relation rel, AttrNumber attnum);
 extern PayStatus PayLedgerStatus(const PayCatalog *catalog, Relation rel, HeapTuple tuple);

@@ -8,7 +8,9 @@
  * transition and per amount change (an UPDATE that changes none of status,
  * amount and currency is skipped), whoever wrote the ledger row -- the API
  * or a raw statement -- so the latest journal entry of a bizNo always names
- * its status.  The note comes with the row written (the ledger's note
+ * its status.  AFTER DELETE (of an INIT or FAILED row, all the guard lets
+ * go) it records the deletion for pay_stats' counts (stats.c), which the
+ * journal alone would go on counting as a payment.  The note comes with the row written (the ledger's note
  * column, set by the API or by hand), else from idempotent_pay.journal_note.
  *
  * While the journal has exactly the columns the trigger fills, of exactly
@@ -46,6 +48,7 @@
 #include "catalog.h"
 #include "machine.h"
 #include "settings.h"
+#include "stats.h"
 #include "trigger_common.h"
 #include "triggers.h"
 #include "write.h"
@@ -109,7 +112,8 @@ Datum
 pay_ledger_journal(PG_FUNCTION_ARGS)
 {
 	const PayCatalog *catalog = PayCheckLedgerTrigger(fcinfo, "pay_ledger_journal()",
-												   TRIGGER_EVENT_AFTER);
+												   TRIGGER_EVENT_AFTER,
+												   PAY_ON_INSERT | PAY_ON_UPDATE | PAY_ON_DELETE);
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel = trigdata->tg_relation;
 	bool		is_update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
@@ -122,6 +126,11 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	PayStatus	to;
 	bool		isnull;
 
+	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+	{
+		PayStatsCountDeletion(catalog, rel, tuple);
+		return PointerGetDatum(NULL);
+	}
 	if (!is_update && PayRestoring())
 		return PointerGetDatum(NULL);	/* the journal arrives with the data */
 	if (is_update && !JournaledChange(catalog, rel, trigdata->tg_trigtuple, tuple))
