@@ -301,6 +301,10 @@ CREATE TABLE @extschema@.pay_stats_counts (
         CHECK (second_charge IN ('reported', 'confirmed', 'found', 'late report'))
 );
 
+-- No primary key (a NULL status is part of the key): a publication FOR ALL
+-- TABLES, which carries this table too, identifies a row by all of it.
+ALTER TABLE @extschema@.pay_stats_counts REPLICA IDENTITY FULL;
+
 COMMENT ON TABLE @extschema@.pay_stats_counts IS
 'Journal rows folded into pay_stats, by transition (from_status NULL: created; to_status NULL: deleted), refund or payment, and kind of second charge; kept by pay_stats_refresh';
 
@@ -335,11 +339,12 @@ CREATE TABLE @extschema@.pay_stats_state (
     counted_from        bigint NOT NULL,
     next_from           bigint NOT NULL,
     next_from_after     text[] NOT NULL,
-    folded_at           timestamptz NOT NULL
+    folded_at           timestamptz NOT NULL,
+    system_identifier   bigint NOT NULL
 );
 
 COMMENT ON TABLE @extschema@.pay_stats_state IS
-'Which journal rows pay_stats_counts includes: those visible in counted, none numbered below counted_from left out; counted_from becomes next_from once the transactions next_from_after have ended';
+'Which journal rows pay_stats_counts includes: those visible in counted, none numbered below counted_from left out; counted_from becomes next_from once the transactions next_from_after have ended; system_identifier: the server whose transactions these are';
 
 REVOKE ALL ON @extschema@.pay_stats_counts, @extschema@.pay_stats_deletions,
     @extschema@.pay_stats_processing, @extschema@.pay_stats_state FROM PUBLIC;
@@ -401,7 +406,11 @@ COMMENT ON FUNCTION @extschema@.pay_stats_second_charge(text, text, bigint, bigi
 
 -- The journal rows and deletions no count includes yet: those not visible in
 -- the snapshot counted, numbered from counted_from on.  A refund is known by
--- its ledger row, or by its deletion when the row is gone.
+-- its ledger row, or by its deletion when the row is gone.  Without a
+-- search_path of its own (every name in it is qualified) the planner inlines
+-- it, and so sees counted_from's value; bounded above too (no row visible
+-- has a number the sequence has not handed out), the range reads as narrow
+-- even before the journal was analyzed, and is read through the primary key.
 CREATE FUNCTION @extschema@.pay_stats_unfolded(counted_from bigint, counted pg_snapshot,
     OUT seq bigint, OUT bizno text, OUT from_status @extschema@.pay_status,
     OUT to_status @extschema@.pay_status, OUT refund boolean, OUT second_charge text,
@@ -412,11 +421,13 @@ AS $$
         SELECT j.seq, j.bizno, j.from_status, j.to_status, j.note, j.at
         FROM @extschema@.pay_journal AS j
         WHERE j.seq OPERATOR(pg_catalog.>=) $1
+          AND j.seq OPERATOR(pg_catalog.<=) (SELECT s.last_value FROM @extschema@.pay_journal_seq_seq AS s)
           AND NOT pg_catalog.pg_visible_in_snapshot(j.txid, $2)),
     deletions AS (
         SELECT d.seq, d.bizno, d.status, d.refund
         FROM @extschema@.pay_stats_deletions AS d
         WHERE d.seq OPERATOR(pg_catalog.>=) $1
+          AND d.seq OPERATOR(pg_catalog.<=) (SELECT s.last_value FROM @extschema@.pay_journal_seq_seq AS s)
           AND NOT pg_catalog.pg_visible_in_snapshot(d.txid, $2))
     SELECT j.seq, j.bizno, j.from_status, j.to_status,
            COALESCE((SELECT l.parent IS NOT NULL FROM @extschema@.pay_ledger AS l
@@ -426,7 +437,7 @@ AS $$
                     false),
            CASE WHEN j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
                  AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-                 AND j.note LIKE 'second charge%'
+                 AND j.note OPERATOR(pg_catalog.~~) 'second charge%'
                 THEN @extschema@.pay_stats_second_charge(j.bizno, j.note, j.seq, $1, $2)
            END,
            j.at
@@ -435,7 +446,7 @@ AS $$
     SELECT d.seq, d.bizno, d.status, NULL, d.refund, NULL, NULL
     FROM deletions AS d
 $$
-LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+LANGUAGE sql STABLE;
 
 COMMENT ON FUNCTION @extschema@.pay_stats_unfolded(bigint, pg_snapshot) IS
 'The journal rows and deletions pay_stats_counts does not include yet, given pay_stats_state''s counted_from and counted';
@@ -458,6 +469,35 @@ LANGUAGE C VOLATILE STRICT;
 COMMENT ON FUNCTION @extschema@.pay_stats_transactions_ended(text[]) IS
 'Whether every transaction of a list pay_stats_running_transactions returned has ended; waits for none';
 
+-- Whether the journal is a table of a logical subscription here.  Its rows
+-- then carry the publisher's transaction ids, in which no snapshot of this
+-- server can tell what was folded: a subscriber folds nothing, and pay_stats
+-- counts there by scanning, until the subscription is dropped.
+CREATE FUNCTION @extschema@.pay_stats_subscribed()
+RETURNS boolean
+AS $$
+    SELECT EXISTS (SELECT FROM pg_catalog.pg_subscription_rel AS r
+                   WHERE r.srrelid OPERATOR(pg_catalog.=) '@extschema@.pay_journal'::pg_catalog.regclass)
+$$
+LANGUAGE sql STABLE;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_subscribed() IS
+'Whether the journal is a table of a logical subscription here: pay_stats then counts by scanning and folds nothing';
+
+-- Whether counts kept by the server of that system identifier count this
+-- server's transactions: not those of a publisher they were replicated from,
+-- nor of the server a data directory was upgraded from.
+CREATE FUNCTION @extschema@.pay_stats_counts_usable(system_identifier bigint)
+RETURNS boolean
+AS $$
+    SELECT $1 OPERATOR(pg_catalog.=) (SELECT c.system_identifier FROM pg_catalog.pg_control_system() AS c)
+       AND NOT @extschema@.pay_stats_subscribed()
+$$
+LANGUAGE sql STABLE;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_counts_usable(bigint) IS
+'Whether counts kept by the server of that system identifier count this one''s transactions (and the journal is not a subscription''s)';
+
 -- Fold the journal rows written since the last fold into pay_stats_counts;
 -- the first fold counts the ledger and the whole journal.  pay_stats calls
 -- it when at least 1000 journal rows may be unfolded; a pg_cron job can
@@ -479,11 +519,21 @@ BEGIN
        OR pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
         RETURN false;
     END IF;
+    IF @extschema@.pay_stats_subscribed() THEN
+        RETURN false;
+    END IF;
     BEGIN
         SELECT * INTO state FROM @extschema@.pay_stats_state FOR UPDATE NOWAIT;
     EXCEPTION WHEN lock_not_available THEN
         RETURN false;
     END;
+    -- Counts another server kept (replicated to a subscriber since taken
+    -- into service, or in a data directory pg_upgrade made) are in its
+    -- transactions' terms: count again.
+    IF state IS NOT NULL AND NOT @extschema@.pay_stats_counts_usable(state.system_identifier) THEN
+        DELETE FROM @extschema@.pay_stats_state;
+        state := NULL;
+    END IF;
 
     -- The highest number the journal's sequence handed out, then the
     -- transactions running: each row numbered up to it was written by one of
@@ -547,9 +597,11 @@ BEGIN
             FROM @extschema@.pay_ledger AS l
             WHERE l.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
             RETURNING 1)
-        INSERT INTO @extschema@.pay_stats_state (counted, counted_from, next_from, next_from_after, folded_at)
+        INSERT INTO @extschema@.pay_stats_state (counted, counted_from, next_from, next_from_after, folded_at,
+                                                 system_identifier)
         VALUES (pg_catalog.pg_current_snapshot(), new_counted_from, new_next_from, new_next_from_after,
-                pg_catalog.clock_timestamp());
+                pg_catalog.clock_timestamp(),
+                (SELECT c.system_identifier FROM pg_catalog.pg_control_system() AS c));
         RETURN true;
     END IF;
 
@@ -608,14 +660,17 @@ BEGIN
     RETURN true;
 END
 $$
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp SET jit = off;
 
 COMMENT ON FUNCTION @extschema@.pay_stats_refresh(bigint) IS
 'Fold the journal rows written since the last fold into pay_stats'' counts (the first time, count the ledger and the journal); false when it folded nothing';
 
 -- What the views pay_stats and pay_stats_transitions show: the counts with
 -- the rows folded into none yet.  Before the first fold (which a read-only
--- transaction cannot make) they count by scanning the ledger and journal.
+-- transaction cannot make), and with counts of another server, they count
+-- by scanning the ledger and journal.
+-- These reads take milliseconds: compiling them with JIT, which their plan's
+-- cost before the journal is analyzed can bring on, would take a second.
 CREATE FUNCTION @extschema@.pay_stats_read(OUT status @extschema@.pay_status, OUT payments bigint,
     OUT stuck bigint, OUT oldest_processing_since timestamptz, OUT resets bigint,
     OUT duplicate_answers bigint, OUT stats_reset timestamptz, OUT refunds bigint,
@@ -628,7 +683,7 @@ BEGIN
     -- fold when a reader would otherwise go through more than a thousand rows
     PERFORM @extschema@.pay_stats_refresh(1000);
     SELECT * INTO state FROM @extschema@.pay_stats_state;
-    IF state IS NULL THEN
+    IF state IS NULL OR NOT @extschema@.pay_stats_counts_usable(state.system_identifier) THEN
         RETURN QUERY
         WITH counters AS (SELECT * FROM @extschema@.pay_stats_counters()),
         second_charges AS (SELECT * FROM @extschema@.pay_second_charges())
@@ -691,17 +746,21 @@ BEGIN
         UNION ALL
         SELECT l.at FROM latest AS l
         WHERE l.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status),
-    counters AS (SELECT * FROM @extschema@.pay_stats_counters())
+    counters AS (SELECT * FROM @extschema@.pay_stats_counters()),
+    processing_summary AS (
+        SELECT pg_catalog.count(*) FILTER (
+                   WHERE p.since OPERATOR(pg_catalog.<)
+                         (pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c))) AS stuck,
+               pg_catalog.min(p.since) AS oldest
+        FROM processing AS p)
     SELECT s.status,
            (SELECT COALESCE(pg_catalog.sum(m.n), 0) FROM moves AS m
             WHERE m.status OPERATOR(pg_catalog.=) s.status)::bigint,
            CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
-               (SELECT pg_catalog.count(*) FROM processing AS p
-                WHERE p.since OPERATOR(pg_catalog.<)
-                      (pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c)))
+               (SELECT p.stuck FROM processing_summary AS p)
            END,
            CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
-               (SELECT pg_catalog.min(p.since) FROM processing AS p)
+               (SELECT p.oldest FROM processing_summary AS p)
            END,
            CASE WHEN s.status OPERATOR(pg_catalog.=) 'INIT' THEN
                (SELECT COALESCE(pg_catalog.sum(c.n), 0) FROM counts AS c
@@ -729,7 +788,7 @@ BEGIN
     ORDER BY s.status;
 END
 $$
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp SET jit = off;
 
 COMMENT ON FUNCTION @extschema@.pay_stats_read() IS
 'What the view pay_stats shows, from the maintained counts';
@@ -743,7 +802,7 @@ DECLARE
 BEGIN
     PERFORM @extschema@.pay_stats_refresh(1000);
     SELECT * INTO state FROM @extschema@.pay_stats_state;
-    IF state IS NULL THEN
+    IF state IS NULL OR NOT @extschema@.pay_stats_counts_usable(state.system_identifier) THEN
         RETURN QUERY
         SELECT j.from_status, j.to_status, pg_catalog.count(*)
         FROM @extschema@.pay_journal AS j
@@ -764,7 +823,7 @@ BEGIN
     ORDER BY 1 NULLS FIRST, 2;
 END
 $$
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp SET jit = off;
 
 COMMENT ON FUNCTION @extschema@.pay_stats_transitions_read() IS
 'What the view pay_stats_transitions shows, from the maintained counts';
@@ -793,7 +852,8 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_stats_unfolded(bigint, pg_snapshot),
     @extschema@.pay_stats_second_charge(text, text, bigint, bigint, pg_snapshot),
     @extschema@.pay_stats_running_transactions(),
-    @extschema@.pay_stats_transactions_ended(text[])
+    @extschema@.pay_stats_transactions_ended(text[]),
+    @extschema@.pay_stats_counts_usable(bigint)
 FROM PUBLIC;
 
 DO $$

@@ -802,11 +802,13 @@ COMMENT ON FUNCTION @extschema@.pay_confirm_second_charge(text, text) IS
 
 -- Calls about every payment: run on every partition at once (PL/Proxy
 -- sends them in parallel) and answered as one node would.  A partition
--- that cannot be reached fails the whole call: a partial answer would
--- look like a complete one.  pay_verify, pay_stats and pay_stats_reset
--- refuse nothing a constraint names (a role without the grant gets 42501
--- from the partition); pay_reconcile_rows, which settles, reports its
--- constraint names as the routed calls do.
+-- that cannot be reached fails the whole call (08001 or 08006 naming its
+-- database): a partial answer would look like a complete one.  Only
+-- pay_stats answers without it, and says so in every row (below).
+-- pay_verify, pay_stats and pay_stats_reset refuse nothing a constraint
+-- names (a role without the grant gets 42501 from the partition);
+-- pay_reconcile_rows, which settles, reports its constraint names as the
+-- routed calls do.
 
 CREATE FUNCTION @extschema@.pay_verify_on_all_partitions()
 RETURNS TABLE (bizno text, problem text)
@@ -844,72 +846,148 @@ LANGUAGE plpgsql STABLE SET search_path = @extschema@, pg_temp
 COMMENT ON FUNCTION @extschema@.pay_verify() IS
 'Every violation of the ledger/journal invariants on every partition, second charges no statement confirmed among them; no rows when all hold';
 
-CREATE FUNCTION @extschema@.pay_stats_on_all_partitions(OUT status @extschema@.pay_status, OUT payments bigint,
-    OUT oldest_updated_at timestamptz, OUT stuck bigint, OUT resets bigint, OUT duplicate_answers bigint,
-    OUT stats_reset timestamptz, OUT refunds bigint, OUT unconfirmed_second_charges bigint)
+CREATE FUNCTION @extschema@.pay_stats_on_all_partitions(OUT status @extschema@.pay_status,
+    OUT payments bigint, OUT stuck bigint, OUT oldest_processing_since timestamptz, OUT resets bigint,
+    OUT duplicate_answers bigint, OUT stats_reset timestamptz, OUT refunds bigint, OUT second_charges bigint,
+    OUT unconfirmed_second_charges bigint)
 RETURNS SETOF record
 AS $$
     CLUSTER 'idempotent_pay';
     RUN ON ALL;
-    SELECT s.status, s.payments, s.oldest_updated_at, s.stuck, s.resets, s.duplicate_answers,
-           s.stats_reset, s.refunds, s.unconfirmed_second_charges
+    SELECT s.status, s.payments, s.stuck, s.oldest_processing_since, s.resets, s.duplicate_answers,
+           s.stats_reset, s.refunds, s.second_charges, s.unconfirmed_second_charges
     FROM @extschema@.pay_stats AS s;
 $$
 LANGUAGE plproxy;
 
 COMMENT ON FUNCTION @extschema@.pay_stats_on_all_partitions() IS
-'PL/Proxy: runs pay_stats on every partition; called by the view pay_stats, through pay_stats_of_partitions';
+'PL/Proxy: runs pay_stats on every partition at once; called by pay_stats_of_partitions';
 
+CREATE FUNCTION @extschema@.pay_stats_on_partition(partition_number integer,
+    OUT status @extschema@.pay_status, OUT payments bigint, OUT stuck bigint,
+    OUT oldest_processing_since timestamptz, OUT resets bigint, OUT duplicate_answers bigint,
+    OUT stats_reset timestamptz, OUT refunds bigint, OUT second_charges bigint,
+    OUT unconfirmed_second_charges bigint)
+RETURNS SETOF record
+AS $$
+    CLUSTER 'idempotent_pay';
+    RUN ON partition_number;
+    SELECT s.status, s.payments, s.stuck, s.oldest_processing_since, s.resets, s.duplicate_answers,
+           s.stats_reset, s.refunds, s.second_charges, s.unconfirmed_second_charges
+    FROM @extschema@.pay_stats AS s;
+$$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_on_partition(integer) IS
+'PL/Proxy: runs pay_stats on partition partition_number (0 to pay_partition_count() - 1); called by pay_stats_of_partitions';
+
+-- Every partition's pay_stats rows, and one row for each partition that
+-- did not answer: its name (the server option of its connection string,
+-- p<N>) in unanswered_partition, every other column NULL.  First every
+-- partition at once, in parallel, as every day.  When that fails with a
+-- connection error (08: pay_proxy_raise tells PL/Proxy's unreachable
+-- partition and broken connection apart from a shard's own errors), each
+-- partition is asked again on its own, in order: one that fails with a
+-- connection error again is named, any other error (a role without the
+-- grant on the shard: 42501) is raised as the shard raised it.  A
+-- PL/Proxy call reads its partitions' whole answer before it returns a
+-- row, so a failed call has returned none.
 CREATE FUNCTION @extschema@.pay_stats_of_partitions(OUT status @extschema@.pay_status, OUT payments bigint,
-    OUT oldest_updated_at timestamptz, OUT stuck bigint, OUT resets bigint, OUT duplicate_answers bigint,
-    OUT stats_reset timestamptz, OUT refunds bigint, OUT unconfirmed_second_charges bigint)
+    OUT stuck bigint, OUT oldest_processing_since timestamptz, OUT resets bigint,
+    OUT duplicate_answers bigint, OUT stats_reset timestamptz, OUT refunds bigint, OUT second_charges bigint,
+    OUT unconfirmed_second_charges bigint, OUT unanswered_partition text)
 RETURNS SETOF record
 AS $$
 DECLARE
+    partition_option record;
     error_state text;
     error_message text;
     error_detail text;
     error_hint text;
     error_context text;
 BEGIN
-    RETURN QUERY SELECT * FROM @extschema@.pay_stats_on_all_partitions();
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
-                            error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
-                            error_context = PG_EXCEPTION_CONTEXT;
-    PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context);
+    BEGIN
+        RETURN QUERY SELECT s.*, NULL::pg_catalog.text FROM @extschema@.pay_stats_on_all_partitions() AS s;
+        RETURN;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                error_context = PG_EXCEPTION_CONTEXT;
+    END;
+    BEGIN
+        PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context);
+    EXCEPTION WHEN connection_exception THEN
+        NULL;
+    END;
+
+    FOR partition_option IN
+        SELECT o.option_name AS name,
+               pg_catalog.substring(o.option_name, '[0-9]+$')::pg_catalog.int4 AS number
+        FROM pg_catalog.pg_foreign_server AS f,
+             pg_catalog.pg_options_to_table(f.srvoptions) AS o
+        WHERE f.srvname OPERATOR(pg_catalog.=) 'idempotent_pay'
+          AND o.option_name OPERATOR(pg_catalog.~) '^(p|partition_)[0-9]+$'
+        ORDER BY 2
+    LOOP
+        BEGIN
+            RETURN QUERY SELECT s.*, NULL::pg_catalog.text
+                         FROM @extschema@.pay_stats_on_partition(partition_option.number) AS s;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                    error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                    error_context = PG_EXCEPTION_CONTEXT;
+            BEGIN
+                PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint,
+                                                    error_context);
+            EXCEPTION WHEN connection_exception THEN
+                -- (nothing assigns the other OUT parameters: they are NULL)
+                unanswered_partition := partition_option.name;
+                RETURN NEXT;
+            END;
+        END;
+    END LOOP;
 END
 $$
 LANGUAGE plpgsql STABLE SET search_path = @extschema@, pg_temp
     SET client_min_messages = warning;
 
 COMMENT ON FUNCTION @extschema@.pay_stats_of_partitions() IS
-'Every partition''s pay_stats rows, which the view pay_stats adds up';
+'Every partition''s pay_stats rows, and a row naming each partition that did not answer; added up by the view pay_stats';
 
--- Counts add up; the oldest update is the oldest of all; duplicate answers
--- are known only when every partition counts them (each preloads the
--- library); stats_reset is the latest reset, since which every partition
--- has counted.
+-- One row per status, always (all counts NULL when no partition
+-- answered).  Counts add up over the partitions that answered; the oldest
+-- PROCESSING is the oldest of all; duplicate answers are known only when
+-- every partition that answered counts them (each preloads the library);
+-- stats_reset is the latest reset, since which every one of them has
+-- counted.  unanswered_partitions, the same on every row: the partitions
+-- whose rows are missing from the counts, in partition order; empty when
+-- every partition answered.
 CREATE VIEW @extschema@.pay_stats AS
-    SELECT p.status,
+    WITH p AS (SELECT * FROM @extschema@.pay_stats_of_partitions() WITH ORDINALITY AS p)
+    SELECT s.status,
            pg_catalog.sum(p.payments)::bigint AS payments,
-           pg_catalog.min(p.oldest_updated_at) AS oldest_updated_at,
            pg_catalog.sum(p.stuck)::bigint AS stuck,
+           pg_catalog.min(p.oldest_processing_since) AS oldest_processing_since,
            pg_catalog.sum(p.resets)::bigint AS resets,
-           CASE WHEN pg_catalog.count(p.duplicate_answers) OPERATOR(pg_catalog.=) pg_catalog.count(*)
+           CASE WHEN pg_catalog.count(p.duplicate_answers) OPERATOR(pg_catalog.=) pg_catalog.count(p.status)
                THEN pg_catalog.sum(p.duplicate_answers)::bigint
            END AS duplicate_answers,
-           CASE WHEN pg_catalog.count(p.stats_reset) OPERATOR(pg_catalog.=) pg_catalog.count(*)
+           CASE WHEN pg_catalog.count(p.stats_reset) OPERATOR(pg_catalog.=) pg_catalog.count(p.status)
                THEN pg_catalog.max(p.stats_reset)
            END AS stats_reset,
            pg_catalog.sum(p.refunds)::bigint AS refunds,
-           pg_catalog.sum(p.unconfirmed_second_charges)::bigint AS unconfirmed_second_charges
-    FROM @extschema@.pay_stats_of_partitions() AS p
-    GROUP BY p.status
-    ORDER BY p.status;
+           pg_catalog.sum(p.second_charges)::bigint AS second_charges,
+           pg_catalog.sum(p.unconfirmed_second_charges)::bigint AS unconfirmed_second_charges,
+           (SELECT COALESCE(pg_catalog.array_agg(u.unanswered_partition ORDER BY u.ordinality), '{}')
+            FROM p AS u
+            WHERE u.unanswered_partition IS NOT NULL) AS unanswered_partitions
+    FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
+    LEFT JOIN p ON p.status OPERATOR(pg_catalog.=) s.status
+    GROUP BY s.status
+    ORDER BY s.status;
 
 COMMENT ON VIEW @extschema@.pay_stats IS
-'pay_stats of every partition added up: per status payments (refunds included), oldest update, stuck ones, resets, duplicate answers, refunds, second charges no statement confirmed';
+'pay_stats of the partitions that answered, added up: per status payments (refunds included), stuck ones, the oldest PROCESSING, resets, duplicate answers, refunds, second charges and those no statement confirmed; unanswered_partitions names the partitions that did not answer (empty when all did)';
 
 CREATE FUNCTION @extschema@.pay_stats_reset_on_all_partitions()
 RETURNS SETOF boolean
@@ -1078,6 +1156,7 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_reconcile_on_partitions(integer[], jsonb[], boolean, timestamptz),
     @extschema@.pay_reconcile(regclass, boolean, timestamptz),
     @extschema@.pay_stats_on_all_partitions(),
+    @extschema@.pay_stats_on_partition(integer),
     @extschema@.pay_stats_of_partitions(),
     @extschema@.pay_stats_reset_on_all_partitions(),
     @extschema@.pay_stats_reset(),
@@ -1181,6 +1260,7 @@ AS $$
         '@extschema@.pay_reconcile_on_partitions(integer[], jsonb[], boolean, timestamptz)',
         '@extschema@.pay_reconcile(regclass, boolean, timestamptz)',
         '@extschema@.pay_stats_on_all_partitions()',
+        '@extschema@.pay_stats_on_partition(integer)',
         '@extschema@.pay_stats_of_partitions()',
         '@extschema@.pay_stats_reset_on_all_partitions()',
         '@extschema@.pay_stats_reset()',

@@ -87,7 +87,8 @@ JOIN pg_extension AS e ON e.oid = d.refobjid AND e.extname = 'idempotent_pay'
 WHERE p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)
   AND p.proname NOT IN ('pay_protect', 'pay_unprotect', 'pay_grant', 'pay_grant_operator',
                         'pay_stats_unfolded', 'pay_stats_second_charge',
-                        'pay_stats_running_transactions', 'pay_stats_transactions_ended')
+                        'pay_stats_running_transactions', 'pay_stats_transactions_ended',
+                        'pay_stats_counts_usable')
   AND NOT has_function_privilege('regress_app', p.oid, 'EXECUTE')
   AND NOT has_function_privilege('regress_finance', p.oid, 'EXECUTE')
 ORDER BY 1;

@@ -1,10 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * stats.c
- *	  What pay_stats reads besides the ledger's maintained counts: how often
- *	  pay_begin answered a retry with ALREADY_SUCCEEDED or IN_PROGRESS, the
- *	  deletions of ledger rows, and the two questions about other
- *	  transactions that folding the journal into the counts asks.
+ *	  What pay_stats reads besides its maintained counts: how often pay_begin
+ *	  answered a retry with ALREADY_SUCCEEDED or IN_PROGRESS, and the two
+ *	  questions about other transactions that folding the journal into the
+ *	  counts asks.
  *
  * The answer counters live in shared memory, so they exist only when the
  * library is in shared_preload_libraries; otherwise pay_stats shows them as
@@ -15,8 +15,8 @@
  * install script), which folds the journal rows it has not counted yet into
  * pay_stats_counts; doc/internals.md explains why that is exact.  The
  * journal records no deletion, so the ledger's journal trigger records each
- * one in pay_stats_deletions (PayStatsCountDeletion), numbered in the
- * journal's sequence.  To know from which journal row on it must still
+ * one in pay_stats_deletions (PayLedgerRecordDeletion, write.c), numbered
+ * in the journal's sequence.  To know from which journal row on it must still
  * look, the fold notes the transactions running when it read the sequence
  * (pay_stats_running_transactions) and moves its start past that value once
  * they have all ended (pay_stats_transactions_ended): every row numbered
@@ -28,7 +28,6 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -45,7 +44,6 @@
 #include "compat.h"
 #include "settings.h"
 #include "stats.h"
-#include "trigger_common.h"
 
 typedef struct PayCounters
 {
@@ -162,39 +160,6 @@ pay_stats_reset(PG_FUNCTION_ARGS)
 	pg_atomic_write_u64(&counters->in_progress, 0);
 	pg_atomic_write_u64(&counters->reset_at, (uint64) GetCurrentTimestamp());
 	PG_RETURN_VOID();
-}
-
-/*
- * Record the deletion of ledger row row (AFTER DELETE, from the journal
- * trigger) in pay_stats_deletions, as the ledger's owner: rare, so by SQL.
- */
-void
-PayStatsCountDeletion(const PayCatalog *catalog, Relation ledger, HeapTuple row)
-{
-	const AttrNumber *col = catalog->ledger_attnums;
-	PayOwnerContext owner;
-	Oid			types[3] = {TEXTOID, catalog->status_type, BOOLOID};
-	Datum		values[3];
-	bool		refund = false;
-	bool		isnull;
-
-	values[0] = PayRequiredColumn(row, ledger, col[LEDGER_BIZNO]);
-	values[1] = PayRequiredColumn(row, ledger, col[LEDGER_STATUS]);
-	if (col[LEDGER_PARENT] != InvalidAttrNumber)
-	{
-		(void) PayLedgerColumn(row, ledger, col[LEDGER_PARENT], &isnull);
-		refund = !isnull;
-	}
-	values[2] = BoolGetDatum(refund);
-
-	PayBecomeOwner(ledger, &owner);
-	SPI_connect();
-	if (SPI_execute_with_args(psprintf("INSERT INTO %s.pay_stats_deletions (bizno, status, refund) "
-									   "VALUES ($1, $2, $3)", catalog->schema),
-							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not record the deletion of a ledger row");
-	SPI_finish();
-	PayRestoreUser(&owner);
 }
 
 /*

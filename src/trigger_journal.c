@@ -9,8 +9,8 @@
  * amount and currency is skipped), whoever wrote the ledger row -- the API
  * or a raw statement -- so the latest journal entry of a bizNo always names
  * its status.  AFTER DELETE (of an INIT or FAILED row, all the guard lets
- * go) it records the deletion for pay_stats' counts (stats.c), which the
- * journal alone would go on counting as a payment.  The note comes with the row written (the ledger's note
+ * go) it records the deletion for pay_stats' counts, which the journal
+ * alone would go on counting as a payment.  The note comes with the row written (the ledger's note
  * column, set by the API or by hand), else from idempotent_pay.journal_note.
  *
  * While the journal has exactly the columns the trigger fills, of exactly
@@ -48,7 +48,6 @@
 #include "catalog.h"
 #include "machine.h"
 #include "settings.h"
-#include "stats.h"
 #include "trigger_common.h"
 #include "triggers.h"
 #include "write.h"
@@ -128,7 +127,12 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 
 	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
 	{
-		PayStatsCountDeletion(catalog, rel, tuple);
+		col = catalog->ledger_attnums;
+		isnull = true;
+		if (col[LEDGER_PARENT] != InvalidAttrNumber)
+			(void) PayLedgerColumn(tuple, rel, col[LEDGER_PARENT], &isnull);
+		PayLedgerRecordDeletion(catalog, rel, PayRequiredColumn(tuple, rel, col[LEDGER_BIZNO]),
+								PayLedgerStatus(catalog, rel, tuple), !isnull);
 		return PointerGetDatum(NULL);
 	}
 	if (!is_update && PayRestoring())

@@ -139,6 +139,17 @@ PayJournalAppend(const PayCatalog *catalog, Relation journal, const Datum *value
 }
 
 /*
+ * Record that the ledger row bizno, in status, was deleted, for the counts
+ * of pay_stats (the journal records no deletion); rare, so always by SQL.
+ */
+void
+PayLedgerRecordDeletion(const PayCatalog *catalog, Relation ledger, Datum bizno,
+						PayStatus status, bool refund)
+{
+	PaySqlRecordDeletion(catalog, ledger, bizno, status, refund);
+}
+
+/*
  * Refuse (55000) when a write that must write one row wrote none: a trigger
  * or rule of the DBA's on pay_ledger suppressed it, and the API must not
  * answer as though it had written.

@@ -51,6 +51,8 @@ extern bool PayLedgerSettle(FunctionCallInfo fcinfo, const PayCatalog *catalog,
 extern void PayJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *note);
 extern void PayJournalAppend(const PayCatalog *catalog, Relation journal,
 							 const Datum *values, const bool *nulls);
+extern void PayLedgerRecordDeletion(const PayCatalog *catalog, Relation ledger, Datum bizno,
+									PayStatus status, bool refund);
 
 extern void PayRequireRowWritten(bool written, Datum bizno);
 

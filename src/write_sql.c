@@ -435,6 +435,28 @@ PaySqlJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *no
 }
 
 /*
+ * Record the deletion of ledger row bizno in pay_stats_deletions, as the
+ * ledger's owner (the deleting role may not write that table).
+ */
+void
+PaySqlRecordDeletion(const PayCatalog *catalog, Relation ledger, Datum bizno,
+					 PayStatus status, bool refund)
+{
+	Oid			types[3] = {TEXTOID, catalog->status_type, BOOLOID};
+	Datum		values[3] = {bizno, PayStatusGetDatum(catalog, status), BoolGetDatum(refund)};
+	PayOwnerContext owner;
+
+	PayBecomeOwner(ledger, &owner);
+	SPI_connect();
+	if (SPI_execute_with_args(psprintf("INSERT INTO %s.pay_stats_deletions (bizno, status, refund) "
+									   "VALUES ($1, $2, $3)", catalog->schema),
+							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record the deletion of a ledger row");
+	SPI_finish();
+	PayRestoreUser(&owner);
+}
+
+/*
  * Append one row to the journal by an INSERT statement: defaults, triggers,
  * rules and everything else an INSERT does apply.  It runs as the journal's
  * owner (PayBecomeOwner: the session's role may not insert into it; the

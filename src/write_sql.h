@@ -36,6 +36,8 @@ extern bool PaySqlSetAmount(const PayCatalog *catalog, Datum bizno,
 extern bool PaySqlSettle(const PayCatalog *catalog, const PaySettleWrite *settle);
 extern void PaySqlJournalSecondCharge(const PayCatalog *catalog, Datum bizno,
 									  const char *note);
+extern void PaySqlRecordDeletion(const PayCatalog *catalog, Relation ledger, Datum bizno,
+								 PayStatus status, bool refund);
 extern void PaySqlJournalInsert(const PayCatalog *catalog, Relation journal,
 								const Datum *values, const bool *nulls);
 

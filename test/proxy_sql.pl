@@ -50,10 +50,22 @@ my %columns = (
 	],
 );
 
-# pay_stats per partition, as the shards' view has it since 1.3.
-my $stats_columns = 'OUT status @extschema@.pay_status, OUT payments bigint,
-    OUT oldest_updated_at timestamptz, OUT stuck bigint, OUT resets bigint, OUT duplicate_answers bigint,
-    OUT stats_reset timestamptz, OUT refunds bigint, OUT unconfirmed_second_charges bigint';
+# pay_stats per partition: the columns of a 1.3 shard's view, in order,
+# and how the proxy adds each up over the partitions that answered (sum,
+# min, max; duplicate_answers and stats_reset only when every partition
+# that answered has them, see the view).
+my @stats_columns = (
+	[ status => "$S.pay_status", 'group' ],
+	[ payments => 'bigint', 'sum' ],
+	[ stuck => 'bigint', 'sum' ],
+	[ oldest_processing_since => 'timestamptz', 'min' ],
+	[ resets => 'bigint', 'sum' ],
+	[ duplicate_answers => 'bigint', 'sum of all' ],
+	[ stats_reset => 'timestamptz', 'max of all' ],
+	[ refunds => 'bigint', 'sum' ],
+	[ second_charges => 'bigint', 'sum' ],
+	[ unconfirmed_second_charges => 'bigint', 'sum' ],
+);
 
 # The routed calls.  route: 'parts' (prefix, biz_id, the first two
 # arguments) or 'key' (the first argument, a payment key).  args: [name,
@@ -217,6 +229,7 @@ my %fan_out_grants = (
 		'pay_reconcile_on_partitions(integer[], jsonb[], boolean, timestamptz)',
 		'pay_reconcile(regclass, boolean, timestamptz)',
 		'pay_stats_on_all_partitions()',
+		'pay_stats_on_partition(integer)',
 		'pay_stats_of_partitions()',
 		'pay_stats_reset_on_all_partitions()',
 		'pay_stats_reset()',
@@ -707,11 +720,13 @@ sub fan_out
 	my $text = <<"SQL";
 -- Calls about every payment: run on every partition at once (PL/Proxy
 -- sends them in parallel) and answered as one node would.  A partition
--- that cannot be reached fails the whole call: a partial answer would
--- look like a complete one.  pay_verify, pay_stats and pay_stats_reset
--- refuse nothing a constraint names (a role without the grant gets 42501
--- from the partition); pay_reconcile_rows, which settles, reports its
--- constraint names as the routed calls do.
+-- that cannot be reached fails the whole call (08001 or 08006 naming its
+-- database): a partial answer would look like a complete one.  Only
+-- pay_stats answers without it, and says so in every row (below).
+-- pay_verify, pay_stats and pay_stats_reset refuse nothing a constraint
+-- names (a role without the grant gets 42501 from the partition);
+-- pay_reconcile_rows, which settles, reports its constraint names as the
+-- routed calls do.
 
 $create FUNCTION $S.pay_verify_on_all_partitions()
 RETURNS TABLE (bizno text, problem text)
@@ -741,7 +756,7 @@ COMMENT ON FUNCTION $S.pay_verify() IS
 
 SQL
 	$text .= <<"SQL" if $create eq 'CREATE';
-${\ stats_functions($stats_columns, $handler)}
+${\ stats_functions()}
 SQL
 	$text .= <<"SQL";
 $create FUNCTION $S.pay_stats_reset_on_all_partitions()
@@ -836,64 +851,178 @@ SQL
 	return $text;
 }
 
-# pay_stats: its functions gain a column in 1.3, which the upgrade drops
-# and creates again with the view.
+# $open followed by "OUT name type, ..." of pay_stats' columns (and @more)
+# and ")", wrapped as the scripts wrap long lines.
+sub stats_params
+{
+	my ($open, @more) = @_;
+	my @params = ((map { "OUT $_->[0] $_->[1]" } @stats_columns), @more);
+	my ($line, @lines) = ($open);
+	for my $param (@params)
+	{
+		if (length("$line$param,") > 110)
+		{
+			push @lines, $line;
+			$line = '    ';
+		}
+		$line .= "$param, ";
+	}
+	push @lines, $line;
+	s/ $// for @lines;
+	$lines[-1] =~ s/,$/)/;
+	return join "\n", @lines;
+}
+
+# The SELECT a partition runs: its pay_stats, every column by name.
+sub stats_select
+{
+	my ($line, @lines) = ('    SELECT ');
+	for my $column (map { "s.$_->[0]" } @stats_columns)
+	{
+		if (length("$line$column,") > 110)
+		{
+			push @lines, $line;
+			$line = '           ';
+		}
+		$line .= "$column, ";
+	}
+	push @lines, $line;
+	s/ $// for @lines;
+	$lines[-1] =~ s/,$//;
+	return join("\n", @lines) . "\n    FROM $S.pay_stats AS s;";
+}
+
+# How the view adds a column up.
+sub stats_aggregate
+{
+	my ($name, $type, $how) = @{ $_[0] };
+	return "s.$name" if $how eq 'group';
+	return "pg_catalog.sum(p.$name)::bigint AS $name" if $how eq 'sum';
+	return "pg_catalog.$how(p.$name) AS $name" if $how eq 'min' || $how eq 'max';
+	my $aggregate = $how eq 'sum of all' ? "pg_catalog.sum(p.$name)::bigint" : "pg_catalog.max(p.$name)";
+	return "CASE WHEN pg_catalog.count(p.$name) OPERATOR(pg_catalog.=) pg_catalog.count(p.status)\n"
+	  . "               THEN $aggregate\n"
+	  . "           END AS $name";
+}
+
+# pay_stats: rewritten in 1.3 (the shards' columns changed, and a
+# partition that does not answer no longer fails it), so the upgrade drops
+# its functions and creates them again with the view.
 sub stats_functions
 {
-	my ($columns, $handler) = @_;
-	return <<"SQL";
-CREATE FUNCTION $S.pay_stats_on_all_partitions($columns)
+	my $view_columns = join ",\n           ", map { stats_aggregate($_) } @stats_columns;
+	return stats_params("CREATE FUNCTION $S.pay_stats_on_all_partitions(") . "\n" . <<"SQL"
 RETURNS SETOF record
 AS \$\$
     CLUSTER 'idempotent_pay';
     RUN ON ALL;
-    SELECT s.status, s.payments, s.oldest_updated_at, s.stuck, s.resets, s.duplicate_answers,
-           s.stats_reset, s.refunds, s.unconfirmed_second_charges
-    FROM $S.pay_stats AS s;
+${\ stats_select()}
 \$\$
 LANGUAGE plproxy;
 
 COMMENT ON FUNCTION $S.pay_stats_on_all_partitions() IS
-'PL/Proxy: runs pay_stats on every partition; called by the view pay_stats, through pay_stats_of_partitions';
+'PL/Proxy: runs pay_stats on every partition at once; called by pay_stats_of_partitions';
 
-CREATE FUNCTION $S.pay_stats_of_partitions($columns)
+SQL
+	  . stats_params("CREATE FUNCTION $S.pay_stats_on_partition(partition_number integer, ") . "\n" . <<"SQL"
+RETURNS SETOF record
+AS \$\$
+    CLUSTER 'idempotent_pay';
+    RUN ON partition_number;
+${\ stats_select()}
+\$\$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION $S.pay_stats_on_partition(integer) IS
+'PL/Proxy: runs pay_stats on partition partition_number (0 to pay_partition_count() - 1); called by pay_stats_of_partitions';
+
+-- Every partition's pay_stats rows, and one row for each partition that
+-- did not answer: its name (the server option of its connection string,
+-- p<N>) in unanswered_partition, every other column NULL.  First every
+-- partition at once, in parallel, as every day.  When that fails with a
+-- connection error (08: pay_proxy_raise tells PL/Proxy's unreachable
+-- partition and broken connection apart from a shard's own errors), each
+-- partition is asked again on its own, in order: one that fails with a
+-- connection error again is named, any other error (a role without the
+-- grant on the shard: 42501) is raised as the shard raised it.  A
+-- PL/Proxy call reads its partitions' whole answer before it returns a
+-- row, so a failed call has returned none.
+SQL
+	  . stats_params("CREATE FUNCTION $S.pay_stats_of_partitions(", 'OUT unanswered_partition text') . "\n" . <<"SQL"
 RETURNS SETOF record
 AS \$\$
 DECLARE
+    partition_option record;
 ${error_variables}BEGIN
-    RETURN QUERY SELECT * FROM $S.pay_stats_on_all_partitions();
-${handler}END
+    BEGIN
+        RETURN QUERY SELECT s.*, NULL::pg_catalog.text FROM $S.pay_stats_on_all_partitions() AS s;
+        RETURN;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                error_context = PG_EXCEPTION_CONTEXT;
+    END;
+    BEGIN
+        PERFORM $S.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context);
+    EXCEPTION WHEN connection_exception THEN
+        NULL;
+    END;
+
+    FOR partition_option IN
+        SELECT o.option_name AS name,
+               pg_catalog.substring(o.option_name, '[0-9]+\$')::pg_catalog.int4 AS number
+        FROM pg_catalog.pg_foreign_server AS f,
+             pg_catalog.pg_options_to_table(f.srvoptions) AS o
+        WHERE f.srvname OPERATOR(pg_catalog.=) 'idempotent_pay'
+          AND o.option_name OPERATOR(pg_catalog.~) '^(p|partition_)[0-9]+\$'
+        ORDER BY 2
+    LOOP
+        BEGIN
+            RETURN QUERY SELECT s.*, NULL::pg_catalog.text
+                         FROM $S.pay_stats_on_partition(partition_option.number) AS s;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                    error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                    error_context = PG_EXCEPTION_CONTEXT;
+            BEGIN
+                PERFORM $S.pay_proxy_raise(error_state, error_message, error_detail, error_hint,
+                                                    error_context);
+            EXCEPTION WHEN connection_exception THEN
+                -- (nothing assigns the other OUT parameters: they are NULL)
+                unanswered_partition := partition_option.name;
+                RETURN NEXT;
+            END;
+        END;
+    END LOOP;
+END
 \$\$
 LANGUAGE plpgsql STABLE SET search_path = $S, pg_temp
     SET client_min_messages = warning;
 
 COMMENT ON FUNCTION $S.pay_stats_of_partitions() IS
-'Every partition''s pay_stats rows, which the view pay_stats adds up';
+'Every partition''s pay_stats rows, and a row naming each partition that did not answer; added up by the view pay_stats';
 
--- Counts add up; the oldest update is the oldest of all; duplicate answers
--- are known only when every partition counts them (each preloads the
--- library); stats_reset is the latest reset, since which every partition
--- has counted.
+-- One row per status, always (all counts NULL when no partition
+-- answered).  Counts add up over the partitions that answered; the oldest
+-- PROCESSING is the oldest of all; duplicate answers are known only when
+-- every partition that answered counts them (each preloads the library);
+-- stats_reset is the latest reset, since which every one of them has
+-- counted.  unanswered_partitions, the same on every row: the partitions
+-- whose rows are missing from the counts, in partition order; empty when
+-- every partition answered.
 CREATE VIEW $S.pay_stats AS
-    SELECT p.status,
-           pg_catalog.sum(p.payments)::bigint AS payments,
-           pg_catalog.min(p.oldest_updated_at) AS oldest_updated_at,
-           pg_catalog.sum(p.stuck)::bigint AS stuck,
-           pg_catalog.sum(p.resets)::bigint AS resets,
-           CASE WHEN pg_catalog.count(p.duplicate_answers) OPERATOR(pg_catalog.=) pg_catalog.count(*)
-               THEN pg_catalog.sum(p.duplicate_answers)::bigint
-           END AS duplicate_answers,
-           CASE WHEN pg_catalog.count(p.stats_reset) OPERATOR(pg_catalog.=) pg_catalog.count(*)
-               THEN pg_catalog.max(p.stats_reset)
-           END AS stats_reset,
-           pg_catalog.sum(p.refunds)::bigint AS refunds,
-           pg_catalog.sum(p.unconfirmed_second_charges)::bigint AS unconfirmed_second_charges
-    FROM $S.pay_stats_of_partitions() AS p
-    GROUP BY p.status
-    ORDER BY p.status;
+    WITH p AS (SELECT * FROM $S.pay_stats_of_partitions() WITH ORDINALITY AS p)
+    SELECT $view_columns,
+           (SELECT COALESCE(pg_catalog.array_agg(u.unanswered_partition ORDER BY u.ordinality), '{}')
+            FROM p AS u
+            WHERE u.unanswered_partition IS NOT NULL) AS unanswered_partitions
+    FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::$S.pay_status)) AS s(status)
+    LEFT JOIN p ON p.status OPERATOR(pg_catalog.=) s.status
+    GROUP BY s.status
+    ORDER BY s.status;
 
 COMMENT ON VIEW $S.pay_stats IS
-'pay_stats of every partition added up: per status payments (refunds included), oldest update, stuck ones, resets, duplicate answers, refunds, second charges no statement confirmed';
+'pay_stats of the partitions that answered, added up: per status payments (refunds included), stuck ones, the oldest PROCESSING, resets, duplicate answers, refunds, second charges and those no statement confirmed; unanswered_partitions names the partitions that did not answer (empty when all did)';
 SQL
 }
 
@@ -1090,15 +1219,23 @@ SQL
 	  . statement_partition('CREATE OR REPLACE') . "\n"
 	  . $currencies . "\n"
 	  . "COMMENT ON TYPE $S.pay_ledger IS\n'$ledger_comment';\n\n"
-	  . "-- pay_succeed answers pay_settlement, pay_stats counts second charges no\n"
-	  . "-- statement confirmed: new results make new functions.  The roles granted\n"
-	  . "-- them are noted first and granted them again.\n"
+	  . "-- pay_succeed answers pay_settlement; pay_stats has a 1.3 shard's columns\n"
+	  . "-- and names the partitions that did not answer: new results make new\n"
+	  . "-- functions.  The roles granted them are noted first and granted them\n"
+	  . "-- again; who could run pay_stats on every partition may run it on each.\n"
 	  . "CREATE TEMPORARY TABLE pay_proxy_grantees ON COMMIT DROP AS\n"
 	  . "    SELECT 'FUNCTION' AS kind, 'EXECUTE' AS privilege, p.oid::pg_catalog.regprocedure::pg_catalog.text AS object,\n"
 	  . "           a.grantee::pg_catalog.regrole AS grantee\n"
 	  . "    FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a\n"
 	  . "    WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[\n$recreated\n"
 	  . "        ]::pg_catalog.regprocedure[])\n"
+	  . "      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'\n"
+	  . "      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner\n"
+	  . "      AND a.grantee OPERATOR(pg_catalog.<>) 0\n"
+	  . "    UNION ALL\n"
+	  . "    SELECT 'FUNCTION', 'EXECUTE', '$S.pay_stats_on_partition(integer)', a.grantee::pg_catalog.regrole\n"
+	  . "    FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a\n"
+	  . "    WHERE p.oid OPERATOR(pg_catalog.=) '$S.pay_stats_on_all_partitions()'::pg_catalog.regprocedure\n"
 	  . "      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'\n"
 	  . "      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner\n"
 	  . "      AND a.grantee OPERATOR(pg_catalog.<>) 0\n"
@@ -1115,10 +1252,10 @@ SQL
 	  . join("\n", map { routed_call($_, ($_->{since} || $_->{changed}) ? 'CREATE' : 'CREATE OR REPLACE') } @routed)
 	  . "\n"
 	  . fan_out('CREATE OR REPLACE') . "\n"
-	  . stats_functions($stats_columns, handler(''))
+	  . stats_functions()
 	  . "\n"
 	  . "REVOKE ALL ON FUNCTION\n"
-	  . join(",\n", map { "    $S.$_" } @recreated, map { signatures($_) } @new)
+	  . join(",\n", map { "    $S.$_" } @recreated, 'pay_stats_on_partition(integer)', map { signatures($_) } @new)
 	  . "\nFROM PUBLIC;\n"
 	  . "REVOKE ALL ON $S.pay_stats FROM PUBLIC;\n\n"
 	  . <<'SQL'

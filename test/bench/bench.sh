@@ -78,6 +78,142 @@ table() {
 	printf '%s\n' "${ROWS[@]}"
 }
 
+# Row 7, durable commits: the server's fsync = on with synchronous_commit = on
+# for the sessions, so that every commit that wrote WAL returns only once its
+# WAL is on disk (the other rows run with synchronous_commit = off).  At each
+# client count of DURABLE_CLIENTS, DURABLE_ROUNDS rounds of DURABLE_SECONDS s
+# of a new payment by the C path and the floor, and of a duplicate retry and
+# the primary-key SELECT; every other round runs the contenders in reverse
+# order.  Beside them the disk's flush rate under the data directory, by
+# pg_test_fsync, for the server's wal_sync_method.
+DURABLE_ROUNDS=${BENCH_DURABLE_ROUNDS:-5}
+DURABLE_SECONDS=${BENCH_DURABLE_SECONDS:-5}
+DURABLE_CLIENTS=${BENCH_DURABLE_CLIENTS:-1 8 32}
+FSYNC_SECONDS=${BENCH_FSYNC_SECONDS:-2}
+DURABLE_SCRIPTS=(api.pgbench floor.pgbench duplicate.pgbench pk_select.pgbench)
+
+# "<tps> <WAL flushes per transaction> <WAL bytes per transaction>" of one
+# pgbench run of script $1 with $2 clients, from the same start as tps():
+# flushes are pg_stat_wal's wal_sync (every process's fsync of WAL), bytes the
+# WAL insert position, both around the run.
+durable_run() {
+	local script=$1 clients=$2 out errors syncs0 lsn0 xacts
+	sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
+	read -r syncs0 lsn0 < <(sql -F ' ' -c "SELECT wal_sync, pg_current_wal_insert_lsn() FROM pg_stat_wal")
+	errors=$(mktemp)
+	if ! out=$(pgbench -n -M prepared -c "$clients" -j "$clients" -T "$DURABLE_SECONDS" \
+		-f "$HERE/$script" "$DB" 2>"$errors"); then
+		echo "pgbench $script failed:" >&2
+		cat "$errors" >&2
+		rm -f "$errors"
+		return 1
+	fi
+	rm -f "$errors"
+	# pgbench's backends add their WAL counters to pg_stat_wal as they exit
+	sql >/dev/null <<'SQL'
+DO $$
+BEGIN
+    FOR i IN 1 .. 200 LOOP
+        PERFORM pg_stat_clear_snapshot();
+        EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity
+                              WHERE backend_type = 'client backend' AND pid <> pg_backend_pid());
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+    PERFORM pg_sleep(0.2);
+END $$;
+SQL
+	xacts=$(awk '/^number of transactions actually processed: / { sub(/\/.*/, "", $6); print $6; exit }' <<<"$out")
+	printf '%s ' "$(awk '/^tps = / { print $3; exit }' <<<"$out")"
+	sql -F ' ' -c "SELECT round((wal_sync - $syncs0)::numeric / $xacts, 2),
+	                      round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn0') / $xacts)
+	               FROM pg_stat_wal"
+}
+
+# pg_test_fsync's rate of the server's wal_sync_method for one 8 kB write, on
+# a file in the data directory (pg_wal's filesystem here); sets FSYNC_RATE
+# (empty when it cannot be measured) and FSYNC_NOTE.
+fsync_rate() {
+	local data method out
+	data=$(sql -c "SHOW data_directory")
+	method=$(sql -c "SHOW wal_sync_method")
+	FSYNC_RATE=''
+	if ! command -v pg_test_fsync >/dev/null; then
+		FSYNC_NOTE="pg_test_fsync not found: no flush rate of the disk"
+		return
+	fi
+	echo "== pg_test_fsync -f $data/bench_fsync.tmp -s $FSYNC_SECONDS" >&2
+	out=$(pg_test_fsync -f "$data/bench_fsync.tmp" -s "$FSYNC_SECONDS" 2>&1) || true
+	rm -f "$data/bench_fsync.tmp"
+	FSYNC_RATE=$(awk -v m="$method" '/using one 8kB write/ { one = 1; next }
+		/using two 8kB writes/ { exit }
+		one && $1 == m && $2 ~ /^[0-9.]+$/ { printf "%.0f", $2; exit }' <<<"$out")
+	if [ -z "$FSYNC_RATE" ]; then
+		echo "$out" >&2
+		FSYNC_NOTE="pg_test_fsync gave no rate for $method"
+		return
+	fi
+	echo "   $method: $FSYNC_RATE flushes/s" >&2
+	FSYNC_NOTE="pg_test_fsync on the data directory's filesystem, one 8 kB write, $FSYNC_SECONDS s: $method (the server's wal_sync_method) $FSYNC_RATE flushes/s, so at most about $((FSYNC_RATE / 2)) new payments/s (two flushed commits each) from one client"
+}
+
+median_of() { echo "$1" | tr ' ' '\n' | grep . | median; }
+
+DURABLE_ROWS=()
+DURABLE_SERVER=''
+durable() {
+	local clients round script order run tps flushes bytes
+	local -A DRUNS DMEDIAN DFLUSH DBYTES
+	if [ "$(sql -c "SHOW fsync")" != on ]; then
+		echo "== 7. durable commits: skipped, the server runs with fsync = off" >&2
+		DURABLE_SERVER="skipped: the server runs with fsync = off (BENCH_LAB=1?)"
+		return
+	fi
+	local PGOPTIONS="-c synchronous_commit=on"
+	export PGOPTIONS
+	DURABLE_SERVER="fsync $(sql -c "SHOW fsync"), synchronous_commit $(sql -c "SHOW synchronous_commit")"
+	DURABLE_SERVER+=", wal_sync_method $(sql -c "SHOW wal_sync_method"), autovacuum $(sql -c "SHOW autovacuum")"
+	DURABLE_SERVER+=", shared_buffers $(sql -c "SHOW shared_buffers"), commit_delay $(sql -c "SHOW commit_delay")"
+	echo "== 7. durable commits ($DURABLE_SERVER): clients $DURABLE_CLIENTS" >&2
+	sql -c "CHECKPOINT"
+	fsync_rate
+	for clients in $DURABLE_CLIENTS; do
+		for script in "${DURABLE_SCRIPTS[@]}"; do
+			DRUNS[$script]='' DFLUSH[$script]='' DBYTES[$script]=''
+		done
+		for round in $(seq "$DURABLE_ROUNDS"); do
+			order=("${DURABLE_SCRIPTS[@]}")
+			if [ $((round % 2)) -eq 0 ]; then
+				order=()
+				for script in "${DURABLE_SCRIPTS[@]}"; do order=("$script" "${order[@]}"); done
+			fi
+			for script in "${order[@]}"; do
+				run=$(durable_run "$script" "$clients")
+				read -r tps flushes bytes <<<"$run"
+				DRUNS[$script]+="$tps " DFLUSH[$script]+="$flushes " DBYTES[$script]+="$bytes "
+			done
+		done
+		for script in "${DURABLE_SCRIPTS[@]}"; do
+			echo "   $clients clients, $script: ${DRUNS[$script]}tps; WAL flushes ${DFLUSH[$script]}bytes ${DBYTES[$script]}a transaction" >&2
+			DMEDIAN[$script]=$(printf %.0f "$(median_of "${DRUNS[$script]}")")
+			DFLUSH[$script]=$(median_of "${DFLUSH[$script]}")
+			DBYTES[$script]=$(median_of "${DBYTES[$script]}")
+			echo "     medians ${DMEDIAN[$script]} tps, ${DFLUSH[$script]} flushes, ${DBYTES[$script]} bytes" >&2
+		done
+		DURABLE_ROWS+=("| 7. durable new payment (payments/s) | $clients | C ${DMEDIAN[api.pgbench]}, bare SQL floor ${DMEDIAN[floor.pgbench]} | C ${DFLUSH[api.pgbench]}, floor ${DFLUSH[floor.pgbench]} | C ${DBYTES[api.pgbench]}, floor ${DBYTES[floor.pgbench]} | **$(paired "${DRUNS[api.pgbench]}" "${DRUNS[floor.pgbench]}" floor)** | ≥ 0.95× |")
+		DURABLE_ROWS+=("| 7. durable duplicate retry (calls/s) | $clients | pay_begin ${DMEDIAN[duplicate.pgbench]}, PK SELECT ${DMEDIAN[pk_select.pgbench]} | pay_begin ${DFLUSH[duplicate.pgbench]}, PK SELECT ${DFLUSH[pk_select.pgbench]} | pay_begin ${DBYTES[duplicate.pgbench]}, PK SELECT ${DBYTES[pk_select.pgbench]} | **$(paired "${DRUNS[duplicate.pgbench]}" "${DRUNS[pk_select.pgbench]}" 'PK SELECT')** | — |")
+	done
+}
+durable_table() {
+	echo
+	echo "Server (row 7): $DURABLE_SERVER"
+	[ -z "${FSYNC_NOTE:-}" ] || { echo; echo "$FSYNC_NOTE"; }
+	[ ${#DURABLE_ROWS[@]} -gt 0 ] || return 0
+	echo
+	echo "| comparison | clients | figures (medians of $DURABLE_ROUNDS runs, $DURABLE_SECONDS s each) | WAL flushes per payment or call | WAL bytes per payment or call | ratio (median of the rounds' ratios) | target |"
+	echo "|---|---|---|---|---|---|---|"
+	printf '%s\n' "${DURABLE_ROWS[@]}"
+}
+
 echo "== setting up" >&2
 psql -X -q -d postgres -c "CREATE DATABASE $DB"
 sql -c "CREATE EXTENSION idempotent_pay" -f "$HERE/plpgsql_pay.sql" -f "$HERE/floor.sql" \
@@ -124,6 +260,13 @@ CREATE TRIGGER guard BEFORE UPDATE ON bench_plpgsql_guarded
 VACUUM ANALYZE;
 SQL
 
+# BENCH_ONLY=durable: row 7 alone
+if [ "${BENCH_ONLY:-}" = durable ]; then
+	durable
+	durable_table
+	exit 0
+fi
+
 echo "== 1. pay_begin + pay_succeed on new bizNos" >&2
 compare api.pgbench lean.pgbench plpgsql.pgbench floor.pgbench
 api_empty=${MEDIAN[api.pgbench]}
@@ -141,6 +284,9 @@ if [ "${BENCH_ONLY:-}" = new-payment ]; then
 	table
 	exit 0
 fi
+
+# row 7 here, while every contender's tables hold as many payments as row 1 left
+durable
 
 # Backend CPU microseconds and WAL bytes per payment: CPU_PAYMENTS payments in
 # one session through prepared statements, measured by the backend itself
@@ -249,3 +395,4 @@ row "6. backend memory growth after 1M API calls in one session" \
 	"$memory bytes" "$(awk -v b="$memory" 'BEGIN { printf "%.3f MB", b / 1048576 }')" "< 1 MB"
 
 table
+durable_table

@@ -161,6 +161,10 @@ while (1)
 	usleep(20_000);
 }
 
+# pay_stats' counts, folded on the primary under load, go to the standby
+# with everything else.
+is($primary->safe_psql('postgres', 'SELECT pay_stats_refresh()'), 't', 'the primary folds the journal under load');
+
 # The primary dies under load; each psql loses its connection and stops
 # (with exit status 2, or 3 when the loss surfaced as a failed statement), and
 # none on an ERROR: no statement of the load was refused.
@@ -304,6 +308,10 @@ is($new->safe_psql('postgres', 'SELECT count(*) FROM pay_verify()'),
 	0, 'the ledger agrees with its journal');
 is($new->safe_psql('postgres', slurp_file(dirname(__FILE__) . '/amcheck.sql')),
 	0, 'amcheck finds heap and B-trees of ledger and journal intact on the promoted standby');
+$new->safe_psql('postgres', slurp_file(dirname(__FILE__) . '/stats_check.sql'));
+is($new->safe_psql('postgres', 'SELECT count(*) FROM pay_stats_state'), 1, 'the primary\'s counts are on the promoted standby');
+is($new->safe_psql('postgres', 'BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT check_stats(); COMMIT;'),
+	'equal', "pay_stats on the promoted standby equals a full count (the primary's counts came with it)");
 
 # The bizNos issued before the promotion: the ledger's and the printed ones.
 $new->safe_psql(

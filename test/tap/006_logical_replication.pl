@@ -250,6 +250,25 @@ is($subscriber->safe_psql('postgres', 'SELECT count(*) FROM pay_verify()'),
 is($subscriber->safe_psql('postgres', slurp_file(dirname(__FILE__) . '/amcheck.sql')),
 	0, 'amcheck finds heap and B-trees of ledger and journal intact on the subscriber');
 
+# pay_stats on the subscriber: its journal carries the publisher's
+# transaction ids, so while the subscription exists it counts by scanning,
+# exactly; once dropped, the subscriber keeps counts of its own.
+$subscriber->safe_psql('postgres', slurp_file(dirname(__FILE__) . '/stats_check.sql'));
+$publisher->safe_psql('postgres', slurp_file(dirname(__FILE__) . '/stats_check.sql'));
+is($publisher->safe_psql('postgres', 'SELECT check_stats()'), 'equal',
+	'publisher: pay_stats equals a full count');
+is($subscriber->safe_psql('postgres', 'SELECT check_stats()'), 'equal',
+	'subscriber in service, subscription kept: pay_stats equals a full count');
+is($subscriber->safe_psql('postgres', 'SELECT pay_stats_refresh()'), 'f',
+	'and folds nothing while the journal is a subscription\'s');
+$subscriber->safe_psql('postgres', 'ALTER SUBSCRIPTION pay SET (slot_name = NONE)');
+$subscriber->safe_psql('postgres', 'DROP SUBSCRIPTION pay');
+is($subscriber->safe_psql('postgres', 'SELECT pay_stats_refresh()'), 't',
+	'the subscription dropped, the subscriber counts for itself');
+$subscriber->safe_psql('postgres', q{SELECT pay_begin('SUB-2', 19, 'EUR'), pay_succeed('SUB-2', 'BANK-11', 1)});
+is($subscriber->safe_psql('postgres', 'SELECT check_stats()'), 'equal',
+	'and pay_stats equals a full count, its own payments included');
+
 $subscriber->stop;
 $publisher->stop;
 done_testing();

@@ -10,13 +10,17 @@
 #   - the API through the proxy answers, and refuses, as the shard does:
 #     the same SQLSTATE, message, detail, hint and constraint name;
 #   - fan-out: pay_stats, pay_verify and pay_reconcile answer what one node
-#     holding every payment answers;
+#     holding every payment answers; pay_stats' unanswered_partitions is
+#     empty; a role the shards do not grant pay_stats gets their 42501;
 #   - a concurrent run through the proxy: every bizNo on exactly one shard,
 #     the one its route names;
 #   - a stopped shard: its partitions' calls fail at once with 08001 naming
 #     the partition, the others' succeed, nothing lands on a wrong shard;
-#     after the restart every payment is there and pay_verify() is empty
-#     everywhere;
+#     pay_verify fails as a whole; pay_stats answers at once with the other
+#     partitions' counts (those of their ledgers) and names the stopped
+#     shard's partitions on every row, and a role without the grant still
+#     gets 42501; after the restart every payment is there, pay_stats is
+#     complete again and pay_verify() is empty everywhere;
 #   - the scripts: the installed ones are what test/proxy_sql.pl writes, and
 #     a proxy created at 1.2 and updated is the proxy created at 1.3, grants
 #     included; a 1.3 proxy pays through a partition still at 1.2.
@@ -122,6 +126,24 @@ sub placement
 		push @{ $where{$_} }, $p for split /\n/, partition_sql($p, 'SELECT bizno FROM pay_ledger');
 	}
 	return \%where;
+}
+
+# What pay_stats should count over some partitions, from their ledgers:
+# "status|payments|refunds" per status, in pay_status order.
+sub ledger_counts
+{
+	my %count = map { $_ => [ 0, 0 ] } qw(INIT PROCESSING SUCCESS FAILED);
+	for my $p (@_)
+	{
+		for (split /\n/,
+			partition_sql($p, 'SELECT status, count(*), count(parent) FROM pay_ledger GROUP BY status'))
+		{
+			my ($status, $payments, $refunds) = split /\|/;
+			$count{$status}[0] += $payments;
+			$count{$status}[1] += $refunds;
+		}
+	}
+	return map { "$_|$count{$_}[0]|$count{$_}[1]" } qw(INIT PROCESSING SUCCESS FAILED);
 }
 
 # The bizNos held by a partition its route does not name, or by more than one.
@@ -365,13 +387,16 @@ is(proxy_sql("SELECT action FROM pay_claim('$foreign_refund')"), 'PROCEED', 'and
 # does, as on a 1.3 shard; a role granted nothing is refused by the proxy.
 for my $p (0 .. $partition_count - 1)
 {
-	shard_of($p)->safe_psql('postgres', 'CREATE ROLE payment_app LOGIN; CREATE ROLE payment_ops LOGIN')
+	shard_of($p)->safe_psql('postgres',
+		'CREATE ROLE payment_app LOGIN; CREATE ROLE payment_ops LOGIN; CREATE ROLE watcher LOGIN')
 	  if $p < $shard_count;
 	partition_sql($p, "SELECT pay_grant('payment_app'), pay_grant_operator('payment_ops')");
 }
 $proxy->safe_psql('postgres',
-	'CREATE ROLE payment_app LOGIN; CREATE ROLE payment_ops LOGIN; CREATE ROLE stranger LOGIN');
-proxy_sql("SELECT pay_grant('payment_app'), pay_grant_operator('payment_ops')");
+	'CREATE ROLE payment_app LOGIN; CREATE ROLE payment_ops LOGIN; CREATE ROLE stranger LOGIN; '
+	  . 'CREATE ROLE watcher LOGIN');
+# (watcher: an operator on the proxy, granted nothing on the shards.)
+proxy_sql("SELECT pay_grant('payment_app'), pay_grant_operator('payment_ops'), pay_grant_operator('watcher')");
 sub error_as
 {
 	my ($role, $sql) = @_;
@@ -421,6 +446,14 @@ for my $p (0 .. $partition_count - 1)
 is(proxy_sql('SELECT status, payments, refunds FROM pay_stats'),
 	join("\n", map { "$_|$direct_stats{$_}[0]|$direct_stats{$_}[1]" } qw(INIT PROCESSING SUCCESS FAILED)),
 	'pay_stats through the proxy: every partition\'s counts added up');
+is(proxy_sql('SELECT status, payments, refunds FROM pay_stats'),
+	join("\n", ledger_counts(0 .. $partition_count - 1)), 'those of the partitions\' ledgers');
+is(proxy_sql("SELECT string_agg(DISTINCT unanswered_partitions::text, ' ') FROM pay_stats"),
+	'{}', 'every partition answered: unanswered_partitions is empty on every row');
+is( $proxy->safe_psql('proxy', 'SELECT count(*) FROM pay_stats', extra_params => [ '-U', 'payment_ops' ]),
+	4, 'the operator reads pay_stats through the proxy');
+is(error_as(watcher => 'SELECT * FROM pay_stats'), '42501: permission denied for view pay_stats',
+	'a role the shards do not grant pay_stats gets their 42501 through the proxy');
 my $duplicates = 0;
 $duplicates += partition_sql($_, "SELECT duplicate_answers FROM pay_stats WHERE status = 'SUCCESS'")
   for 0 .. $partition_count - 1;
@@ -438,6 +471,11 @@ $unconfirmed += partition_sql($_, "SELECT unconfirmed_second_charges FROM pay_st
 is($unconfirmed, 1, 'the partitions count one unconfirmed second charge');
 is(proxy_sql("SELECT unconfirmed_second_charges FROM pay_stats WHERE status = 'SUCCESS'"), $unconfirmed,
 	'pay_stats through the proxy counts it');
+my $second_charges = 0;
+$second_charges += partition_sql($_, "SELECT second_charges FROM pay_stats WHERE status = 'SUCCESS'")
+  for 0 .. $partition_count - 1;
+is(proxy_sql("SELECT second_charges FROM pay_stats WHERE status = 'SUCCESS'"), $second_charges,
+	"and every second charge recorded ($second_charges)");
 like(proxy_sql('SELECT * FROM pay_verify()'), qr/^\Q$bizno\E\|a second charge under BANK-1-AGAIN/,
 	'pay_verify through the proxy lists it');
 $proxy->safe_psql('proxy', "SELECT pay_confirm_second_charge('$bizno', 'BANK-1-AGAIN')",
@@ -530,6 +568,7 @@ my ($early_key) = grep { $partition_of{$_} == $down[0] } @keys_tried;
 my $session = $proxy->background_psql('proxy', on_error_stop => 0);
 $session->query_safe('\set VERBOSITY verbose');
 $session->query_safe("SELECT pay_begin('$early_key', 10, 'EUR')");
+$session->query_safe('SELECT count(*) FROM pay_stats');    # and to every partition
 my %before = map { $_ => partition_sql($_, 'SELECT count(*) FROM pay_ledger') } @down;
 $shards[$victim]->stop('fast');
 
@@ -562,7 +601,24 @@ is(scalar(keys %paid), 39 - $routed_down, 'each call for another partition succe
 cmp_ok($slowest, '<', 2, sprintf('no call waits (slowest %.3f s)', $slowest));
 like(proxy_error('SELECT count(*) FROM pay_verify()'),
 	qr/^08001: partition database "pay_p[15]" of PL\/Proxy cluster "idempotent_pay" is unreachable$/,
-	'a call on every partition fails as a whole, naming the database');
+	'a call on every partition fails as a whole, naming the database: pay_verify, a partial verify is none');
+
+# pay_stats answers with the partitions that answer, their counts those
+# of their ledgers, and names the others on every row.
+my @up = grep { !$is_down{$_} } 0 .. $partition_count - 1;
+my $unanswered = '{' . join(',', map { "p$_" } @down) . '}';
+my $t0 = time;
+my $partial = proxy_sql('SELECT status, payments, refunds, unanswered_partitions FROM pay_stats');
+my $stats_took = time - $t0;
+is($partial, join("\n", map { "$_|$unanswered" } ledger_counts(@up)),
+	"pay_stats with a shard stopped: the counts of partitions @up, naming $unanswered on every row");
+cmp_ok($stats_took, '<', 2, sprintf('and it does not wait (%.3f s)', $stats_took));
+is( $proxy->safe_psql(
+		'proxy', 'SELECT string_agg(DISTINCT unanswered_partitions::text, \' \') FROM pay_stats',
+		extra_params => [ '-U', 'payment_ops' ]),
+	$unanswered, 'the operator reads the same');
+is(error_as(watcher => 'SELECT * FROM pay_stats'), '42501: permission denied for view pay_stats',
+	'a role without the grant on the shards still gets 42501, not a partial answer');
 $session->query("SELECT pay_begin('$early_key')");
 like($session->{stderr},
 	qr/ERROR:  (08001: |08006: the connection to )partition $down[0] of PL\/Proxy cluster "idempotent_pay"/,
@@ -572,12 +628,21 @@ $session->{stderr} = '';
 $shards[$victim]->start;
 my %after = map { $_ => partition_sql($_, 'SELECT count(*) FROM pay_ledger') } @down;
 is_deeply(\%after, \%before, "after the restart partitions @down hold every payment they held");
+is(proxy_sql('SELECT status, payments, refunds, unanswered_partitions FROM pay_stats'),
+	join("\n", map { "$_|{}" } ledger_counts(0 .. $partition_count - 1)),
+	'pay_stats is complete again, every partition\'s ledger counted, no partition named');
 my $retried = 0;
 for my $key (sort keys %refused)
 {
 	$retried++ if proxy_sql("SELECT pay_begin('$key', 10, 'EUR')") eq 'PROCEED';
 }
 is($retried, scalar(keys %refused), 'the refused calls, retried, proceed');
+
+# The long-lived session, whose connection to the shard broke with the
+# stop, gets a complete pay_stats too.
+is($session->query("SELECT string_agg(DISTINCT unanswered_partitions::text, ' ') FROM pay_stats"),
+	'{}', 'so does a session that held a connection to the stopped shard');
+$session->{stderr} = '';
 
 # The long-lived session goes on; then its connection to the partition
 # breaks while idle (the shard ends the backend): the next call is told
@@ -707,7 +772,7 @@ is( $proxy->safe_psql(
 like(error_report_of($proxy, 'proxy_over_old', "SELECT pay_begin('old-1', 11, 'EUR')"),
 	qr/^CONSTRAINT NAME:  pay_amount_frozen$/m, 'and passes its refusals on with their constraint names');
 like(error_report_of($proxy, 'proxy_over_old', 'SELECT count(*) FROM pay_stats'),
-	qr/^ERROR:  42703: column s.unconfirmed_second_charges does not exist$/m,
+	qr/^ERROR:  42703: column s.oldest_processing_since does not exist$/m,
 	'its pay_stats waits for the partition\'s update');
 $shards[0]->safe_psql('pay_old', 'ALTER EXTENSION idempotent_pay UPDATE');
 is($proxy->safe_psql('proxy_over_old', "SELECT payments FROM pay_stats WHERE status = 'SUCCESS'"), 1,

@@ -1,0 +1,45 @@
+-- check_stats(): pay_stats and pay_stats_transitions against a full count of
+-- the ledger and the journal, read in the caller's snapshot; 'equal', or an
+-- error naming every difference.  The counts tests and the failover test
+-- create it where they compare.
+CREATE OR REPLACE FUNCTION check_stats() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE bad text;
+BEGIN
+  WITH full_count AS (
+      SELECT s.status,
+             count(l.bizno) AS payments,
+             count(l.bizno) FILTER (WHERE l.parent IS NOT NULL) AS refunds,
+             CASE WHEN s.status = 'PROCESSING' THEN min(l.processing_since) END AS oldest,
+             CASE WHEN s.status = 'PROCESSING' THEN count(l.bizno) FILTER (WHERE l.processing_since < now() - current_setting('idempotent_pay.stuck_after')::interval) END AS stuck
+      FROM unnest(enum_range(NULL::pay_status)) AS s(status)
+      LEFT JOIN pay_ledger l ON l.status = s.status GROUP BY s.status)
+  SELECT string_agg(format('%s: %s/%s payments %s/%s refunds %s/%s oldest %s/%s stuck', f.status,
+                           s.payments, f.payments, s.refunds, f.refunds, s.oldest_processing_since, f.oldest,
+                           s.stuck, f.stuck), '; ')
+  INTO bad
+  FROM full_count f JOIN pay_stats s USING (status)
+  WHERE s.payments <> f.payments OR s.refunds <> f.refunds
+     OR s.oldest_processing_since IS DISTINCT FROM f.oldest OR s.stuck IS DISTINCT FROM f.stuck;
+  IF bad IS NOT NULL THEN RAISE EXCEPTION 'pay_stats differs from a full count: %', bad; END IF;
+  WITH extra AS (
+      SELECT (SELECT count(*) FROM pay_journal WHERE from_status = 'FAILED' AND to_status = 'INIT') AS resets,
+             (SELECT count(*) FROM pay_second_charges()) AS second_charges,
+             (SELECT count(*) FROM pay_second_charges() WHERE NOT confirmed) AS unconfirmed)
+  SELECT format('resets %s/%s second charges %s/%s unconfirmed %s/%s', s.resets, e.resets,
+                c.second_charges, e.second_charges, c.unconfirmed_second_charges, e.unconfirmed)
+  INTO bad
+  FROM extra e, pay_stats s, pay_stats c
+  WHERE s.status = 'INIT' AND c.status = 'SUCCESS'
+    AND (s.resets <> e.resets OR c.second_charges <> e.second_charges OR c.unconfirmed_second_charges <> e.unconfirmed);
+  IF bad IS NOT NULL THEN RAISE EXCEPTION 'pay_stats differs from a full count: %', bad; END IF;
+  SELECT string_agg(format('%s->%s: %s/%s', coalesce(a.from_status::text, coalesce(b.from_status::text, '-')),
+                           coalesce(a.to_status, b.to_status), a.transitions, b.n), '; ')
+  INTO bad
+  FROM pay_stats_transitions a
+  FULL JOIN (SELECT from_status, to_status, count(*) AS n FROM pay_journal
+             WHERE from_status IS DISTINCT FROM to_status GROUP BY 1, 2) b
+    ON a.from_status IS NOT DISTINCT FROM b.from_status AND a.to_status = b.to_status
+  WHERE a.transitions IS DISTINCT FROM b.n;
+  IF bad IS NOT NULL THEN RAISE EXCEPTION 'pay_stats_transitions differs from the journal: %', bad; END IF;
+  RETURN 'equal';
+END $$;
