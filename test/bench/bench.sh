@@ -260,6 +260,71 @@ CREATE TRIGGER guard BEFORE UPDATE ON bench_plpgsql_guarded
 VACUUM ANALYZE;
 SQL
 
+# LARGE_LEDGER more SUCCESS payments, each with its journal row, written
+# with the ledger's triggers off (their journal rows written alongside), as
+# a restore would.
+load_large_ledger() {
+	sql >/dev/null <<SQL
+SET session_replication_role = replica;
+SET maintenance_work_mem = '1GB';
+INSERT INTO pay_ledger (bizno, status, attempt, amount, currency, channel_ref)
+    SELECT 'L' || g, 'SUCCESS', 1, 10, 'EUR', 'BANK-L' || g FROM generate_series(1, $LARGE_LEDGER) AS g;
+INSERT INTO pay_journal (bizno, attempt, from_status, to_status)
+    SELECT 'L' || g, 1, 'PROCESSING', 'SUCCESS' FROM generate_series(1, $LARGE_LEDGER) AS g;
+RESET session_replication_role;
+VACUUM ANALYZE pay_ledger;
+VACUUM ANALYZE pay_journal;
+SQL
+}
+
+# Milliseconds of one statement, by psql's \timing.
+statement_ms() {
+	sql -c '\timing on' -c "$1" | awk '/^Time: / { print $2 }' | tail -n 1
+}
+
+# Row 8, pay_stats on the large ledger: reading it (the median latency of
+# STATS_READS reads, folded, and with some hundred payments' journal rows
+# not folded yet, which each reader adds) against a full count per status
+# of the same ledger (what it did before it kept counts), and the first
+# fold, which counts the ledger and the journal once.
+STATS_READS=${BENCH_STATS_READS:-200}
+stats_reads() {
+	local count fold read read_unfolded ledger_rows
+	echo "== 8. pay_stats with $LARGE_LEDGER more ledger rows" >&2
+	ledger_rows=$(sql -c 'SELECT count(*) FROM pay_ledger')
+	count=$(statement_ms "SELECT status, count(*), count(*) FILTER (WHERE parent IS NOT NULL) FROM pay_ledger GROUP BY status")
+	sql -c 'DELETE FROM pay_stats_state' >/dev/null
+	fold=$(statement_ms 'SELECT pay_stats_refresh()')
+	echo 'SELECT * FROM pay_stats;' >"$STATS_SCRIPT"
+	read=$(pgbench -n -c 1 -t "$STATS_READS" -f "$STATS_SCRIPT" "$DB" 2>/dev/null |
+		awk '/^latency average = / { print $4 }')
+	sql -c "SELECT pay_begin('STATS-' || g, 10, 'EUR'), pay_succeed('STATS-' || g, 'BANK-S' || g, 1)
+	        FROM generate_series(1, 400) AS g" >/dev/null
+	read_unfolded=$(pgbench -n -c 1 -t "$STATS_READS" -f "$STATS_SCRIPT" "$DB" 2>/dev/null |
+		awk '/^latency average = / { print $4 }')
+	echo "   full count $count ms, first fold $fold ms, read $read ms, with 800 unfolded rows $read_unfolded ms" >&2
+	STATS_ROWS+=("| 8. \`pay_stats\` with $ledger_rows ledger rows (ms) | read $read, with 800 journal rows not folded yet $read_unfolded; a full count per status $count | read in **1/$(ratio "$count" "$read")** of the full count's time | ≤ 5 ms |")
+	STATS_ROWS+=("| 8. the first fold (after install, update or restore) | $fold ms | — | — |")
+}
+STATS_SCRIPT=$(mktemp)
+trap 'rm -f "$STATS_SCRIPT"' EXIT
+stats_table() {
+	[ "${#STATS_ROWS[@]}" -gt 0 ] || return 0
+	echo
+	echo "| pay_stats (row 8, $STATS_READS reads each, 1 client) | figures | ratio | target |"
+	echo "|---|---|---|---|"
+	printf '%s\n' "${STATS_ROWS[@]}"
+}
+STATS_ROWS=()
+
+# BENCH_ONLY=stats: row 8 alone
+if [ "${BENCH_ONLY:-}" = stats ]; then
+	load_large_ledger
+	stats_reads
+	stats_table
+	exit 0
+fi
+
 # BENCH_ONLY=durable: row 7 alone
 if [ "${BENCH_ONLY:-}" = durable ]; then
 	durable
@@ -376,17 +441,7 @@ memory=$(echo "$memory" | tail -n 1)
 echo "   growth: $memory bytes" >&2
 
 echo "== 5. pay_begin + pay_succeed with $LARGE_LEDGER more ledger rows" >&2
-sql >/dev/null <<SQL
-SET session_replication_role = replica;
-SET maintenance_work_mem = '1GB';
-INSERT INTO pay_ledger (bizno, status, attempt, amount, currency)
-    SELECT 'L' || g, 'SUCCESS', 1, 10, 'EUR' FROM generate_series(1, $LARGE_LEDGER) AS g;
-INSERT INTO pay_journal (bizno, attempt, from_status, to_status)
-    SELECT 'L' || g, 1, 'PROCESSING', 'SUCCESS' FROM generate_series(1, $LARGE_LEDGER) AS g;
-RESET session_replication_role;
-VACUUM ANALYZE pay_ledger;
-VACUUM ANALYZE pay_journal;
-SQL
+load_large_ledger
 compare api.pgbench
 row "5. pay_begin + pay_succeed with $(sql -c 'SELECT count(*) FROM pay_ledger') ledger rows (payments/s)" \
 	"${MEDIAN[api.pgbench]} vs $api_empty before loading" \
@@ -394,5 +449,7 @@ row "5. pay_begin + pay_succeed with $(sql -c 'SELECT count(*) FROM pay_ledger')
 row "6. backend memory growth after 1M API calls in one session" \
 	"$memory bytes" "$(awk -v b="$memory" 'BEGIN { printf "%.3f MB", b / 1048576 }')" "< 1 MB"
 
+stats_reads
 table
 durable_table
+stats_table
