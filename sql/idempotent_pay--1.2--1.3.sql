@@ -500,7 +500,7 @@ COMMENT ON FUNCTION @extschema@.pay_stats_counts_usable(bigint) IS
 
 -- Fold the journal rows written since the last fold into pay_stats_counts;
 -- the first fold counts the ledger and the whole journal.  pay_stats calls
--- it when at least 1000 journal rows may be unfolded; a pg_cron job can
+-- it when at least 250 journal rows may be unfolded; a pg_cron job can
 -- call it too.  It folds nothing, and answers false, in a read-only or a
 -- REPEATABLE READ transaction (the fold needs a snapshot newer than its look
 -- at the running transactions, which only READ COMMITTED takes), while
@@ -609,11 +609,14 @@ BEGIN
         RETURN false;
     END IF;
     -- Once the transactions noted at an earlier fold have ended, no row
-    -- numbered below that fold's next_from can still appear.
+    -- numbered below that fold's next_from can still appear.  Those running
+    -- now are noted in turn; when none is (a quiet moment), this fold's own
+    -- snapshot already sees every row up to last_seq.
     IF @extschema@.pay_stats_transactions_ended(state.next_from_after) THEN
-        new_counted_from := state.next_from;
         new_next_from := last_seq OPERATOR(pg_catalog.+) 1;
         new_next_from_after := @extschema@.pay_stats_running_transactions();
+        new_counted_from := CASE WHEN @extschema@.pay_stats_transactions_ended(new_next_from_after)
+                                 THEN new_next_from ELSE state.next_from END;
     ELSE
         new_counted_from := state.counted_from;
         new_next_from := state.next_from;
@@ -680,8 +683,9 @@ AS $$
 DECLARE
     state @extschema@.pay_stats_state;
 BEGIN
-    -- fold when a reader would otherwise go through more than a thousand rows
-    PERFORM @extschema@.pay_stats_refresh(1000);
+    -- fold when a reader would otherwise go through more than 250 rows
+    -- (about a millisecond of its time)
+    PERFORM @extschema@.pay_stats_refresh(250);
     SELECT * INTO state FROM @extschema@.pay_stats_state;
     IF state IS NULL OR NOT @extschema@.pay_stats_counts_usable(state.system_identifier) THEN
         RETURN QUERY
@@ -800,7 +804,7 @@ AS $$
 DECLARE
     state @extschema@.pay_stats_state;
 BEGIN
-    PERFORM @extschema@.pay_stats_refresh(1000);
+    PERFORM @extschema@.pay_stats_refresh(250);
     SELECT * INTO state FROM @extschema@.pay_stats_state;
     IF state IS NULL OR NOT @extschema@.pay_stats_counts_usable(state.system_identifier) THEN
         RETURN QUERY
