@@ -406,7 +406,8 @@ COMMENT ON FUNCTION @extschema@.pay_stats_second_charge(text, text, bigint, bigi
 
 -- The journal rows and deletions no count includes yet: those not visible in
 -- the snapshot counted, numbered from counted_from on.  A refund is known by
--- its ledger row, or by its deletion when the row is gone.  Without a
+-- its ledger row (a join: looked up row by row for a few rows, hashed for the
+-- first fold's whole journal), or by its deletion when the row is gone.  Without a
 -- search_path of its own (every name in it is qualified) the planner inlines
 -- it, and so sees counted_from's value; bounded above too (no row visible
 -- has a number the sequence has not handed out), the range reads as narrow
@@ -430,11 +431,10 @@ AS $$
           AND d.seq OPERATOR(pg_catalog.<=) (SELECT s.last_value FROM @extschema@.pay_journal_seq_seq AS s)
           AND NOT pg_catalog.pg_visible_in_snapshot(d.txid, $2))
     SELECT j.seq, j.bizno, j.from_status, j.to_status,
-           COALESCE((SELECT l.parent IS NOT NULL FROM @extschema@.pay_ledger AS l
-                     WHERE l.bizno OPERATOR(pg_catalog.=) j.bizno),
-                    (SELECT pg_catalog.bool_or(d.refund) FROM deletions AS d
-                     WHERE d.bizno OPERATOR(pg_catalog.=) j.bizno),
-                    false),
+           CASE WHEN l.bizno IS NOT NULL THEN l.parent IS NOT NULL
+                ELSE COALESCE((SELECT pg_catalog.bool_or(d.refund) FROM deletions AS d
+                               WHERE d.bizno OPERATOR(pg_catalog.=) j.bizno), false)
+           END,
            CASE WHEN j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
                  AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
                  AND j.note OPERATOR(pg_catalog.~~) 'second charge%'
@@ -442,6 +442,7 @@ AS $$
            END,
            j.at
     FROM journal AS j
+    LEFT JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) j.bizno
     UNION ALL
     SELECT d.seq, d.bizno, d.status, NULL, d.refund, NULL, NULL
     FROM deletions AS d
@@ -668,6 +669,23 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_tem
 COMMENT ON FUNCTION @extschema@.pay_stats_refresh(bigint) IS
 'Fold the journal rows written since the last fold into pay_stats'' counts (the first time, count the ledger and the journal); false when it folded nothing';
 
+-- The state of the counts a reader may use, folded first when 250 or more
+-- journal rows may be waiting (about a millisecond of a reader's time);
+-- NULL before the first fold and with counts of another server.
+CREATE FUNCTION @extschema@.pay_stats_usable_state()
+RETURNS @extschema@.pay_stats_state
+AS $$
+BEGIN
+    PERFORM @extschema@.pay_stats_refresh(250);
+    RETURN (SELECT s FROM @extschema@.pay_stats_state AS s
+            WHERE @extschema@.pay_stats_counts_usable(s.system_identifier));
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_usable_state() IS
+'The state of the counts pay_stats may read, folded first when 250 or more journal rows may be waiting; NULL when there are none to read';
+
 -- What the views pay_stats and pay_stats_transitions show: the counts with
 -- the rows folded into none yet.  Before the first fold (which a read-only
 -- transaction cannot make), and with counts of another server, they count
@@ -683,11 +701,8 @@ AS $$
 DECLARE
     state @extschema@.pay_stats_state;
 BEGIN
-    -- fold when a reader would otherwise go through more than 250 rows
-    -- (about a millisecond of its time)
-    PERFORM @extschema@.pay_stats_refresh(250);
-    SELECT * INTO state FROM @extschema@.pay_stats_state;
-    IF state IS NULL OR NOT @extschema@.pay_stats_counts_usable(state.system_identifier) THEN
+    state := @extschema@.pay_stats_usable_state();
+    IF state IS NULL THEN
         RETURN QUERY
         WITH counters AS (SELECT * FROM @extschema@.pay_stats_counters()),
         second_charges AS (SELECT * FROM @extschema@.pay_second_charges())
@@ -804,9 +819,8 @@ AS $$
 DECLARE
     state @extschema@.pay_stats_state;
 BEGIN
-    PERFORM @extschema@.pay_stats_refresh(250);
-    SELECT * INTO state FROM @extschema@.pay_stats_state;
-    IF state IS NULL OR NOT @extschema@.pay_stats_counts_usable(state.system_identifier) THEN
+    state := @extschema@.pay_stats_usable_state();
+    IF state IS NULL THEN
         RETURN QUERY
         SELECT j.from_status, j.to_status, pg_catalog.count(*)
         FROM @extschema@.pay_journal AS j
@@ -857,7 +871,8 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_stats_second_charge(text, text, bigint, bigint, pg_snapshot),
     @extschema@.pay_stats_running_transactions(),
     @extschema@.pay_stats_transactions_ended(text[]),
-    @extschema@.pay_stats_counts_usable(bigint)
+    @extschema@.pay_stats_counts_usable(bigint),
+    @extschema@.pay_stats_usable_state()
 FROM PUBLIC;
 
 DO $$

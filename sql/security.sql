@@ -88,7 +88,7 @@ WHERE p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)
   AND p.proname NOT IN ('pay_protect', 'pay_unprotect', 'pay_grant', 'pay_grant_operator',
                         'pay_stats_unfolded', 'pay_stats_second_charge',
                         'pay_stats_running_transactions', 'pay_stats_transactions_ended',
-                        'pay_stats_counts_usable')
+                        'pay_stats_counts_usable', 'pay_stats_usable_state')
   AND NOT has_function_privilege('regress_app', p.oid, 'EXECUTE')
   AND NOT has_function_privilege('regress_finance', p.oid, 'EXECUTE')
 ORDER BY 1;
