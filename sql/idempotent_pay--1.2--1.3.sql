@@ -129,6 +129,18 @@ COMMENT ON FUNCTION @extschema@.pay_confirm_second_charge(text, text) IS
 
 REVOKE ALL ON FUNCTION @extschema@.pay_confirm_second_charge(text, text) FROM PUBLIC;
 
+-- The bank's reference in the note of a second charge: pay_second_charges
+-- and the counts of pay_stats read it with this one expression.
+CREATE FUNCTION @extschema@.pay_second_charge_reference()
+RETURNS text
+AS $$
+    SELECT '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as '::text
+$$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_second_charge_reference() IS
+'The regular expression of the bank''s reference in the journal note of a second charge';
+
 -- The journal's record of second charges, one row per payment and bank
 -- reference: 1.2 journaled them as captured at once; since 1.3 a
 -- settlement reports one, and a statement confirms it.  A function, not a
@@ -139,8 +151,7 @@ CREATE FUNCTION @extschema@.pay_second_charges(OUT bizno text, OUT channel_ref t
 RETURNS SETOF record
 AS $$
     SELECT j.bizno,
-           pg_catalog.substring(j.note,
-               '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as '),
+           pg_catalog.substring(j.note, @extschema@.pay_second_charge_reference()),
            pg_catalog.bool_or(j.note NOT LIKE 'second charge reported: %'),
            pg_catalog.min(j.at)
     FROM @extschema@.pay_journal AS j
@@ -357,17 +368,6 @@ CREATE TRIGGER pay_ledger_journal_delete
 -- journal into pay_stats_counts, and reading the counts with the rows
 -- written since.
 --
--- The bank's reference in the note of a second charge.
-CREATE FUNCTION @extschema@.pay_stats_second_charge_reference()
-RETURNS text
-AS $$
-    SELECT '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as '::text
-$$
-LANGUAGE sql IMMUTABLE PARALLEL SAFE;
-
-COMMENT ON FUNCTION @extschema@.pay_stats_second_charge_reference() IS
-'The regular expression of the bank''s reference in the journal note of a second charge';
-
 -- What a journal row of a second charge adds to the counts, judged against
 -- the rows of the same bizNo and reference counted before it (folded
 -- earlier, or earlier in the same fold): a report, the statement's
@@ -393,9 +393,9 @@ AS $$
                   AND j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
                   AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
                   AND j.note LIKE 'second charge%'
-                  AND pg_catalog.substring(j.note, @extschema@.pay_stats_second_charge_reference())
+                  AND pg_catalog.substring(j.note, @extschema@.pay_second_charge_reference())
                       OPERATOR(pg_catalog.=)
-                      pg_catalog.substring($2, @extschema@.pay_stats_second_charge_reference())
+                      pg_catalog.substring($2, @extschema@.pay_second_charge_reference())
                   AND (j.seq OPERATOR(pg_catalog.<) $3 OR j.seq OPERATOR(pg_catalog.<) $4
                        OR pg_catalog.pg_visible_in_snapshot(j.txid, $5))) AS e) AS r
 $$

@@ -594,6 +594,18 @@ LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
 COMMENT ON FUNCTION @extschema@.pay_confirm_second_charge(text, text) IS
 'A bank statement shows another charge of SUCCESS payment bizno under channel_ref: journal it once as confirmed, from then on counted as captured and refundable';
 
+-- The bank's reference in the note of a second charge: pay_second_charges
+-- and the counts of pay_stats read it with this one expression.
+CREATE FUNCTION @extschema@.pay_second_charge_reference()
+RETURNS text
+AS $$
+    SELECT '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as '::text
+$$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_second_charge_reference() IS
+'The regular expression of the bank''s reference in the journal note of a second charge';
+
 -- Read from the journal's notes, one row per payment and bank reference.
 -- Older versions journaled a second charge as captured at once; their notes
 -- read as confirmed.  A function rather than a view: a view would depend on
@@ -604,8 +616,7 @@ CREATE FUNCTION @extschema@.pay_second_charges(OUT bizno text, OUT channel_ref t
 RETURNS SETOF record
 AS $$
     SELECT j.bizno,
-           pg_catalog.substring(j.note,
-               '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as '),
+           pg_catalog.substring(j.note, @extschema@.pay_second_charge_reference()),
            pg_catalog.bool_or(j.note NOT LIKE 'second charge reported: %'),
            pg_catalog.min(j.at)
     FROM @extschema@.pay_journal AS j
@@ -978,17 +989,6 @@ COMMENT ON FUNCTION @extschema@.pay_stats_reset() IS
 -- journal into pay_stats_counts, and reading the counts with the rows
 -- written since.
 --
--- The bank's reference in the note of a second charge.
-CREATE FUNCTION @extschema@.pay_stats_second_charge_reference()
-RETURNS text
-AS $$
-    SELECT '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as '::text
-$$
-LANGUAGE sql IMMUTABLE PARALLEL SAFE;
-
-COMMENT ON FUNCTION @extschema@.pay_stats_second_charge_reference() IS
-'The regular expression of the bank''s reference in the journal note of a second charge';
-
 -- What a journal row of a second charge adds to the counts, judged against
 -- the rows of the same bizNo and reference counted before it (folded
 -- earlier, or earlier in the same fold): a report, the statement's
@@ -1014,9 +1014,9 @@ AS $$
                   AND j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
                   AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
                   AND j.note LIKE 'second charge%'
-                  AND pg_catalog.substring(j.note, @extschema@.pay_stats_second_charge_reference())
+                  AND pg_catalog.substring(j.note, @extschema@.pay_second_charge_reference())
                       OPERATOR(pg_catalog.=)
-                      pg_catalog.substring($2, @extschema@.pay_stats_second_charge_reference())
+                      pg_catalog.substring($2, @extschema@.pay_second_charge_reference())
                   AND (j.seq OPERATOR(pg_catalog.<) $3 OR j.seq OPERATOR(pg_catalog.<) $4
                        OR pg_catalog.pg_visible_in_snapshot(j.txid, $5))) AS e) AS r
 $$
