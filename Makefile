@@ -31,10 +31,12 @@ OBJS = \
 	src/trigger_guard.o \
 	src/trigger_bookkeeping.o \
 	src/trigger_journal.o \
+	src/trigger_archive.o \
 	src/write.o \
 	src/write_sql.o \
 	src/write_direct.o \
 	src/write_direct_policy.o \
+	src/write_archive.o \
 	src/catalog.o
 
 # idempotent_pay_proxy, the API routed over PL/Proxy, is a

@@ -249,6 +249,134 @@ COMMENT ON TABLE @extschema@.pay_stats_state IS
 REVOKE ALL ON @extschema@.pay_stats_counts, @extschema@.pay_stats_deletions,
     @extschema@.pay_stats_processing, @extschema@.pay_stats_state FROM PUBLIC;
 
+-- The archive (pay_archive): settled payments moved out of the ledger with
+-- their journal rows and refunds, into a partition per month of the
+-- payment's last change (UTC), created as needed and named
+-- pay_ledger_archive_YYYY_MM and pay_journal_archive_YYYY_MM.  A DBA dumps
+-- a month, checks it with pay_archive_verify and drops its two partitions
+-- with DROP TABLE.  The archive is append-only (pay_guard) and notes each
+-- row it receives (pay_archive_moved), the one way the guard lets a settled
+-- payment and its journal rows leave the ledger and the journal.  The
+-- partitions are tables of their own, not of the extension: pg_dump dumps
+-- them, rows and all.
+CREATE TABLE @extschema@.pay_ledger_archive (
+    bizno               text NOT NULL,
+    prefix              text,
+    biz_id              text,
+    status              @extschema@.pay_status NOT NULL,
+    amount              numeric,
+    currency            text,
+    attempt             integer NOT NULL,
+    channel_ref         text,
+    last_error          text,
+    created_at          timestamptz NOT NULL,
+    updated_at          timestamptz NOT NULL,
+    processing_since    timestamptz,
+    note                text,
+    parent              text,
+    refund_key          text,
+    response            jsonb,
+    month               date NOT NULL,
+    archived_at         timestamptz NOT NULL,
+    CONSTRAINT pay_ledger_archive_pkey PRIMARY KEY (bizno, month)
+) PARTITION BY RANGE (month);
+
+-- pay_open's late retry finds an archived business action through it.
+CREATE INDEX pay_ledger_archive_order_idx ON @extschema@.pay_ledger_archive (prefix, biz_id)
+    WHERE biz_id IS NOT NULL;
+
+COMMENT ON TABLE @extschema@.pay_ledger_archive IS
+'Settled payments and their refunds moved out of pay_ledger by pay_archive, a partition per month of the payment''s last change; append-only, removed a month at a time with DROP TABLE';
+COMMENT ON COLUMN @extschema@.pay_ledger_archive.month IS
+'The month (UTC) of the latest change of the payment and its refunds: the partition the row is in';
+
+CREATE TABLE @extschema@.pay_journal_archive (
+    seq                 bigint NOT NULL,
+    bizno               text NOT NULL,
+    attempt             integer NOT NULL,
+    from_status         @extschema@.pay_status,
+    to_status           @extschema@.pay_status NOT NULL,
+    amount              numeric,
+    currency            text,
+    at                  timestamptz NOT NULL,
+    txid                xid8 NOT NULL,
+    actor               text NOT NULL,
+    note                text,
+    month               date NOT NULL,
+    CONSTRAINT pay_journal_archive_pkey PRIMARY KEY (seq, month)
+) PARTITION BY RANGE (month);
+
+CREATE INDEX pay_journal_archive_bizno_seq_idx ON @extschema@.pay_journal_archive (bizno, seq);
+
+COMMENT ON TABLE @extschema@.pay_journal_archive IS
+'The journal rows of the payments in pay_ledger_archive, in their payment''s month; append-only';
+
+-- What outlives the archive: a 64-bit hash of every archived bizNo and of
+-- every archived business action (prefix || ' ' || biz_id), computed as
+-- hashtextextended(key COLLATE "C", 0).  Sorted, packed up to 200 to a row
+-- (about 8.5 bytes a hash with the row's share): each row holds the hashes
+-- from its lo up to the next row's lo, so that finding one is a probe of
+-- the primary key and a binary search (src/write_archive.c).
+CREATE TABLE @extschema@.pay_archive_keys (
+    lo                  bigint PRIMARY KEY,
+    hashes              bigint[] NOT NULL
+);
+
+COMMENT ON TABLE @extschema@.pay_archive_keys IS
+'The hashes of every bizNo and business action pay_archive moved out of the ledger, kept when the archive''s partitions are dropped: what refuses a late retry of an archived payment';
+
+-- What pay_archive moved into each month, which pay_archive_verify checks
+-- the month's partitions against: counts, and digests (the sum of
+-- hashtextextended of each row's text, with TimeZone UTC and DateStyle ISO).
+CREATE TABLE @extschema@.pay_archive_months (
+    month               date PRIMARY KEY,
+    payments            bigint NOT NULL,
+    ledger_rows         bigint NOT NULL,
+    journal_rows        bigint NOT NULL,
+    ledger_digest       numeric NOT NULL,
+    journal_digest      numeric NOT NULL
+);
+
+COMMENT ON TABLE @extschema@.pay_archive_months IS
+'What pay_archive moved into each month of the archive: payments, ledger rows (payments and refunds), journal rows, and a digest of each partition';
+
+-- The journal of archival: one row per call of pay_archive that moved any.
+CREATE TABLE @extschema@.pay_archive_runs (
+    run                 bigserial PRIMARY KEY,
+    at                  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    before              timestamptz NOT NULL,
+    payments            bigint NOT NULL,
+    ledger_rows         bigint NOT NULL,
+    journal_rows        bigint NOT NULL,
+    actor               text NOT NULL DEFAULT SESSION_USER,
+    txid                xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id()
+);
+
+COMMENT ON TABLE @extschema@.pay_archive_runs IS
+'One row per call of pay_archive that moved payments: when, up to when, how many, by whom; append-only';
+
+-- The journal rows pay_archive moved, counted as pay_stats_counts counts
+-- them: pay_stats goes on counting the transitions they record, and a first
+-- fold (after a restore) counts them with the journal.
+CREATE TABLE @extschema@.pay_archive_counts (
+    from_status         @extschema@.pay_status,
+    to_status           @extschema@.pay_status NOT NULL,
+    refund              boolean NOT NULL,
+    second_charge       text,
+    n                   bigint NOT NULL,
+    CONSTRAINT pay_archive_counts_key UNIQUE NULLS NOT DISTINCT (from_status, to_status, refund, second_charge)
+);
+
+ALTER TABLE @extschema@.pay_archive_counts REPLICA IDENTITY FULL;
+
+COMMENT ON TABLE @extschema@.pay_archive_counts IS
+'The journal rows pay_archive moved out, by transition, refund or payment, and kind of second charge: what pay_stats adds to the journal''s';
+
+REVOKE ALL ON @extschema@.pay_ledger_archive, @extschema@.pay_journal_archive,
+    @extschema@.pay_archive_keys, @extschema@.pay_archive_months, @extschema@.pay_archive_runs,
+    @extschema@.pay_archive_counts FROM PUBLIC;
+
+
 
 /* 3. The triggers --------------------------------------------------------- */
 
@@ -325,6 +453,48 @@ CREATE TRIGGER pay_journal_guard_truncate
     FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
 ALTER TABLE @extschema@.pay_journal ENABLE ALWAYS TRIGGER pay_journal_guard;
 ALTER TABLE @extschema@.pay_journal ENABLE ALWAYS TRIGGER pay_journal_guard_truncate;
+
+-- The archive's trigger function (src/trigger_archive.c).
+CREATE FUNCTION @extschema@.pay_archive_moved()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'pay_archive_moved'
+LANGUAGE C;
+
+COMMENT ON FUNCTION @extschema@.pay_archive_moved() IS
+'Trigger noting each row the archive receives, which the same transaction may then delete from the ledger or the journal';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_archive_moved() FROM PUBLIC;
+
+-- Row triggers of a partitioned table are every partition's.  The
+-- archive's own TRUNCATE is refused; a month's partitions go with DROP TABLE.
+CREATE TRIGGER pay_ledger_archive_guard
+    BEFORE UPDATE OR DELETE ON @extschema@.pay_ledger_archive
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard();
+CREATE TRIGGER pay_ledger_archive_guard_truncate
+    BEFORE TRUNCATE ON @extschema@.pay_ledger_archive
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
+CREATE TRIGGER pay_ledger_archive_moved
+    AFTER INSERT ON @extschema@.pay_ledger_archive
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_archive_moved('ledger');
+CREATE TRIGGER pay_journal_archive_guard
+    BEFORE UPDATE OR DELETE ON @extschema@.pay_journal_archive
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard();
+CREATE TRIGGER pay_journal_archive_guard_truncate
+    BEFORE TRUNCATE ON @extschema@.pay_journal_archive
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
+CREATE TRIGGER pay_journal_archive_moved
+    AFTER INSERT ON @extschema@.pay_journal_archive
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_archive_moved('journal');
+CREATE TRIGGER pay_archive_runs_guard
+    BEFORE UPDATE OR DELETE ON @extschema@.pay_archive_runs
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard();
+ALTER TABLE @extschema@.pay_ledger_archive ENABLE ALWAYS TRIGGER pay_ledger_archive_guard;
+ALTER TABLE @extschema@.pay_ledger_archive ENABLE ALWAYS TRIGGER pay_ledger_archive_guard_truncate;
+ALTER TABLE @extschema@.pay_ledger_archive ENABLE ALWAYS TRIGGER pay_ledger_archive_moved;
+ALTER TABLE @extschema@.pay_journal_archive ENABLE ALWAYS TRIGGER pay_journal_archive_guard;
+ALTER TABLE @extschema@.pay_journal_archive ENABLE ALWAYS TRIGGER pay_journal_archive_guard_truncate;
+ALTER TABLE @extschema@.pay_journal_archive ENABLE ALWAYS TRIGGER pay_journal_archive_moved;
+ALTER TABLE @extschema@.pay_archive_runs ENABLE ALWAYS TRIGGER pay_archive_runs_guard;
 
 -- The ledger across the database's life (src/lifecycle.c): dropping the
 -- extension, its schema or its owner's objects would drop the payments
@@ -657,6 +827,358 @@ LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 COMMENT ON FUNCTION @extschema@.pay_refund_balance(text) IS
 'What the bank captured for a payment (its success and every second charge a bank statement confirmed), what its refunds returned (SUCCESS) and hold (PROCESSING), and what may still be refunded';
 
+-- Archival (pay_archive): the one sanctioned way settled history leaves the
+-- ledger and the journal.
+
+-- Merge hashes into pay_archive_keys: every row a new hash falls in (the
+-- first row for hashes below it) is read with them, and written again in
+-- rows of at most 200, each starting at its lowest hash.
+CREATE FUNCTION @extschema@.pay_archive_add_keys(hashes bigint[])
+RETURNS void
+AS $$
+    WITH new AS (
+        SELECT DISTINCT h.h FROM pg_catalog.unnest($1) AS h(h)),
+    placed AS (
+        SELECT n.h,
+               COALESCE((SELECT k.lo FROM @extschema@.pay_archive_keys AS k
+                         WHERE k.lo OPERATOR(pg_catalog.<=) n.h
+                         ORDER BY k.lo DESC LIMIT 1),
+                        (SELECT pg_catalog.min(k.lo) FROM @extschema@.pay_archive_keys AS k)) AS lo
+        FROM new AS n),
+    touched AS (
+        DELETE FROM @extschema@.pay_archive_keys AS k
+        WHERE k.lo OPERATOR(pg_catalog.=) ANY (SELECT p.lo FROM placed AS p)
+        RETURNING k.lo, k.hashes),
+    merged AS (
+        SELECT t.lo, x.h FROM touched AS t, pg_catalog.unnest(t.hashes) AS x(h)
+        UNION
+        SELECT p.lo, p.h FROM placed AS p),
+    numbered AS (
+        SELECT m.lo, m.h,
+               pg_catalog.row_number() OVER w OPERATOR(pg_catalog.-) 1 AS i,
+               pg_catalog.count(*) OVER (PARTITION BY m.lo) AS n
+        FROM merged AS m
+        WINDOW w AS (PARTITION BY m.lo ORDER BY m.h))
+    INSERT INTO @extschema@.pay_archive_keys (lo, hashes)
+    SELECT pg_catalog.min(b.h), pg_catalog.array_agg(b.h ORDER BY b.h)
+    FROM numbered AS b
+    -- ceil(n / 200) rows of equal share
+    GROUP BY b.lo, (b.i OPERATOR(pg_catalog.*) ((b.n OPERATOR(pg_catalog.+) 199) OPERATOR(pg_catalog./) 200))
+                   OPERATOR(pg_catalog./) b.n
+$$
+LANGUAGE sql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_archive_add_keys(bigint[]) IS
+'Add hashes of archived keys and business actions to pay_archive_keys (pay_archive)';
+
+-- The two partitions of a month, created when pay_archive first moves a
+-- payment of that month.
+CREATE FUNCTION @extschema@.pay_archive_partitions(month date)
+RETURNS void
+AS $$
+DECLARE
+    suffix text := pg_catalog.to_char(month, 'YYYY_MM');
+BEGIN
+    IF pg_catalog.to_regclass('@extschema@.pay_ledger_archive_' OPERATOR(pg_catalog.||) suffix) IS NOT NULL
+       AND pg_catalog.to_regclass('@extschema@.pay_journal_archive_' OPERATOR(pg_catalog.||) suffix) IS NOT NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE pg_catalog.format(
+        'CREATE TABLE IF NOT EXISTS @extschema@.%I PARTITION OF @extschema@.pay_ledger_archive '
+        'FOR VALUES FROM (%L) TO (%L)',
+        'pay_ledger_archive_' OPERATOR(pg_catalog.||) suffix, month,
+        month OPERATOR(pg_catalog.+) '1 month'::interval);
+    EXECUTE pg_catalog.format(
+        'CREATE TABLE IF NOT EXISTS @extschema@.%I PARTITION OF @extschema@.pay_journal_archive '
+        'FOR VALUES FROM (%L) TO (%L)',
+        'pay_journal_archive_' OPERATOR(pg_catalog.||) suffix, month,
+        month OPERATOR(pg_catalog.+) '1 month'::interval);
+    EXECUTE pg_catalog.format('REVOKE ALL ON @extschema@.%I, @extschema@.%I FROM PUBLIC',
+        'pay_ledger_archive_' OPERATOR(pg_catalog.||) suffix,
+        'pay_journal_archive_' OPERATOR(pg_catalog.||) suffix);
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_archive_partitions(date) IS
+'Create the partitions of the archive for a month, pay_ledger_archive_YYYY_MM and pay_journal_archive_YYYY_MM (pay_archive)';
+
+-- Whether payment bizno may be archived, besides its own row being settled
+-- before "before": each refund settled before it too, no second charge
+-- the bank reported that no statement confirmed (it still needs a refund at
+-- the bank), and, while pay_stats keeps counts, every journal row of it
+-- folded into them (numbered below folded_below).
+CREATE FUNCTION @extschema@.pay_archive_ready(bizno text, before timestamptz, folded_below bigint)
+RETURNS boolean
+AS $$
+    SELECT NOT EXISTS (
+               SELECT FROM @extschema@.pay_ledger AS r
+               WHERE r.parent OPERATOR(pg_catalog.=) $1
+                 AND (r.status OPERATOR(pg_catalog.<>) ALL
+                          (ARRAY['SUCCESS', 'FAILED']::@extschema@.pay_status[])
+                      OR r.updated_at OPERATOR(pg_catalog.>=) $2))
+       AND NOT EXISTS (
+               SELECT FROM @extschema@.pay_journal AS j
+               WHERE j.bizno OPERATOR(pg_catalog.=) $1
+                 AND j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                 AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                 AND j.note LIKE 'second charge%'
+               GROUP BY pg_catalog.substring(j.note, @extschema@.pay_second_charge_reference())
+               HAVING NOT pg_catalog.bool_or(j.note NOT LIKE 'second charge reported: %'))
+       AND ($3 IS NULL OR NOT EXISTS (
+               SELECT FROM @extschema@.pay_journal AS j
+               WHERE j.bizno OPERATOR(pg_catalog.=) ANY (
+                         ARRAY(SELECT r.bizno FROM @extschema@.pay_ledger AS r
+                               WHERE r.parent OPERATOR(pg_catalog.=) $1) OPERATOR(pg_catalog.||) $1)
+                 AND j.seq OPERATOR(pg_catalog.>=) $3))
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_archive_ready(text, timestamptz, bigint) IS
+'Whether a settled payment''s refunds, second charges and journal rows let pay_archive move it';
+
+-- The table of every row moved is built in the order the guard needs: the
+-- archive receives the rows first, then they are deleted from the journal
+-- and the ledger (the refunds before their payment).  Row texts and
+-- digests are taken with TimeZone UTC and DateStyle ISO, as
+-- pay_archive_verify takes them.
+CREATE FUNCTION @extschema@.pay_archive(before timestamptz, max_rows integer DEFAULT 100000)
+RETURNS bigint
+AS $$
+DECLARE
+    folded_below bigint;
+    locked text[];
+    chosen text[];
+    moved text[];
+    moved_months date[];
+    hashes bigint[];
+    archive_month date;
+    moved_journal_rows bigint;
+BEGIN
+    IF before IS NULL OR max_rows IS NULL THEN
+        RAISE EXCEPTION 'before and max_rows must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF before OPERATOR(pg_catalog.>) pg_catalog.now() THEN
+        RAISE EXCEPTION 'before must not be later than now'
+            USING ERRCODE = '22023',
+                  HINT = 'Archive what was settled before a moment past, such as now() - interval ''90 days''.';
+    END IF;
+    IF max_rows OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1' USING ERRCODE = '22023';
+    END IF;
+    BEGIN
+        LOCK TABLE @extschema@.pay_archive_runs IN SHARE ROW EXCLUSIVE MODE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE EXCEPTION 'another pay_archive is running'
+            USING ERRCODE = '55P03', HINT = 'Archive again once it has committed.';
+    END;
+
+    -- pay_stats counts what the journal held: what leaves it must be
+    -- counted first
+    PERFORM @extschema@.pay_stats_refresh(0);
+    SELECT s.counted_from INTO folded_below FROM @extschema@.pay_stats_state AS s
+    WHERE @extschema@.pay_stats_counts_usable(s.system_identifier);
+
+    -- Lock the payments to move, skipping any a claim holds; then their
+    -- refunds.  Judged again under the locks, with a snapshot that sees
+    -- whatever committed before them: no refund can start, retry or settle
+    -- meanwhile (a new refund locks its payment first).
+    locked := ARRAY(
+        SELECT l.bizno FROM @extschema@.pay_ledger AS l
+        WHERE l.parent IS NULL
+          AND l.status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
+          AND l.updated_at OPERATOR(pg_catalog.<) before
+          AND @extschema@.pay_archive_ready(l.bizno, before, folded_below)
+        LIMIT max_rows
+        FOR UPDATE SKIP LOCKED);
+    IF pg_catalog.cardinality(locked) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN 0;
+    END IF;
+    PERFORM FROM @extschema@.pay_ledger AS r
+    WHERE r.parent OPERATOR(pg_catalog.=) ANY (locked)
+    FOR UPDATE;
+    chosen := ARRAY(
+        SELECT l.bizno FROM @extschema@.pay_ledger AS l
+        WHERE l.bizno OPERATOR(pg_catalog.=) ANY (locked)
+          AND l.status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
+          AND l.updated_at OPERATOR(pg_catalog.<) before
+          AND @extschema@.pay_archive_ready(l.bizno, before, folded_below));
+    IF pg_catalog.cardinality(chosen) OPERATOR(pg_catalog.=) 0 THEN
+        RETURN 0;
+    END IF;
+
+    -- every row to move, refunds first, with its payment's month
+    SELECT pg_catalog.array_agg(m.bizno ORDER BY m.is_payment, m.bizno),
+           pg_catalog.array_agg(m.month ORDER BY m.is_payment, m.bizno)
+    INTO moved, moved_months
+    FROM (SELECT l.bizno, l.parent IS NULL AS is_payment,
+                 pg_catalog.date_trunc('month',
+                     pg_catalog.max(l.updated_at) OVER (PARTITION BY COALESCE(l.parent, l.bizno))
+                     AT TIME ZONE 'UTC')::date AS month
+          FROM @extschema@.pay_ledger AS l
+          WHERE l.bizno OPERATOR(pg_catalog.=) ANY (chosen)
+             OR l.parent OPERATOR(pg_catalog.=) ANY (chosen)) AS m;
+    FOR archive_month IN SELECT DISTINCT m.month FROM pg_catalog.unnest(moved_months) AS m(month) LOOP
+        PERFORM @extschema@.pay_archive_partitions(archive_month);
+    END LOOP;
+
+    -- into the archive, counted and digested per month
+    WITH rows AS (SELECT * FROM ROWS FROM (pg_catalog.unnest(moved), pg_catalog.unnest(moved_months)) AS m(bizno, month)),
+    archived AS (
+        INSERT INTO @extschema@.pay_ledger_archive
+            (bizno, prefix, biz_id, status, amount, currency, attempt, channel_ref, last_error,
+             created_at, updated_at, processing_since, note, parent, refund_key, response,
+             month, archived_at)
+        SELECT l.bizno, l.prefix, l.biz_id, l.status, l.amount, l.currency, l.attempt,
+               l.channel_ref, l.last_error, l.created_at, l.updated_at, l.processing_since,
+               l.note, l.parent, l.refund_key, l.response, r.month, pg_catalog.now()
+        FROM rows AS r
+        JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) r.bizno
+        RETURNING *)
+    INSERT INTO @extschema@.pay_archive_months AS m
+        (month, payments, ledger_rows, journal_rows, ledger_digest, journal_digest)
+    SELECT a.month, pg_catalog.count(*) FILTER (WHERE a.parent IS NULL), pg_catalog.count(*), 0,
+           pg_catalog.sum(pg_catalog.hashtextextended(a::text COLLATE "C", 0)::numeric), 0
+    FROM archived AS a
+    GROUP BY a.month
+    ON CONFLICT (month) DO UPDATE
+    SET payments = m.payments OPERATOR(pg_catalog.+) excluded.payments,
+        ledger_rows = m.ledger_rows OPERATOR(pg_catalog.+) excluded.ledger_rows,
+        ledger_digest = m.ledger_digest OPERATOR(pg_catalog.+) excluded.ledger_digest;
+
+    WITH rows AS (SELECT * FROM ROWS FROM (pg_catalog.unnest(moved), pg_catalog.unnest(moved_months)) AS m(bizno, month)),
+    archived AS (
+        INSERT INTO @extschema@.pay_journal_archive
+            (seq, bizno, attempt, from_status, to_status, amount, currency, at, txid, actor, note,
+             month)
+        SELECT j.seq, j.bizno, j.attempt, j.from_status, j.to_status, j.amount, j.currency, j.at,
+               j.txid, j.actor, j.note, r.month
+        FROM rows AS r
+        JOIN @extschema@.pay_journal AS j ON j.bizno OPERATOR(pg_catalog.=) r.bizno
+        RETURNING *),
+    digests AS (
+        INSERT INTO @extschema@.pay_archive_months AS m
+            (month, payments, ledger_rows, journal_rows, ledger_digest, journal_digest)
+        SELECT a.month, 0, 0, pg_catalog.count(*), 0,
+               pg_catalog.sum(pg_catalog.hashtextextended(a::text COLLATE "C", 0)::numeric)
+        FROM archived AS a
+        GROUP BY a.month
+        ON CONFLICT (month) DO UPDATE
+        SET journal_rows = m.journal_rows OPERATOR(pg_catalog.+) excluded.journal_rows,
+            journal_digest = m.journal_digest OPERATOR(pg_catalog.+) excluded.journal_digest
+        RETURNING 1)
+    -- what they counted in pay_stats, as a first fold would count them
+    INSERT INTO @extschema@.pay_archive_counts AS c (from_status, to_status, refund, second_charge, n)
+    SELECT a.from_status, a.to_status, l.parent IS NOT NULL,
+           CASE WHEN a.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                 AND a.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                 AND a.note LIKE 'second charge%'
+                THEN @extschema@.pay_stats_second_charge(a.bizno, a.note, a.seq, 0, '1:1:'::pg_snapshot)
+           END,
+           pg_catalog.count(*)
+    FROM archived AS a
+    JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) a.bizno
+    GROUP BY 1, 2, 3, 4
+    ON CONFLICT ON CONSTRAINT pay_archive_counts_key
+    DO UPDATE SET n = c.n OPERATOR(pg_catalog.+) excluded.n;
+
+    -- what outlives the archive: the hash of each key and business action
+    hashes := ARRAY(
+        SELECT pg_catalog.hashtextextended(m.bizno COLLATE "C", 0)
+        FROM pg_catalog.unnest(moved) AS m(bizno)
+        UNION ALL
+        SELECT pg_catalog.hashtextextended((l.prefix OPERATOR(pg_catalog.||) ' '
+                                            OPERATOR(pg_catalog.||) l.biz_id) COLLATE "C", 0)
+        FROM @extschema@.pay_ledger AS l
+        WHERE l.bizno OPERATOR(pg_catalog.=) ANY (chosen) AND l.biz_id IS NOT NULL);
+    PERFORM @extschema@.pay_archive_add_keys(hashes);
+
+    DELETE FROM @extschema@.pay_journal AS j
+    WHERE j.bizno OPERATOR(pg_catalog.=) ANY (moved);
+    GET DIAGNOSTICS moved_journal_rows = ROW_COUNT;
+    DELETE FROM @extschema@.pay_ledger AS l
+    WHERE l.parent OPERATOR(pg_catalog.=) ANY (chosen);
+    DELETE FROM @extschema@.pay_ledger AS l
+    WHERE l.bizno OPERATOR(pg_catalog.=) ANY (chosen);
+
+    INSERT INTO @extschema@.pay_archive_runs (before, payments, ledger_rows, journal_rows)
+    VALUES (before, pg_catalog.cardinality(chosen), pg_catalog.cardinality(moved), moved_journal_rows);
+    RETURN pg_catalog.cardinality(chosen);
+END
+$$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = @extschema@, pg_temp SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD'
+SET extra_float_digits = 1 SET jit = off;
+
+COMMENT ON FUNCTION @extschema@.pay_archive(timestamptz, integer) IS
+'Move up to max_rows settled payments whose last change (and their refunds'') is before "before" out of the ledger and the journal into the archive; returns how many; call again until 0';
+
+-- Each month of the archive, as pay_archive recorded it and as its two
+-- partitions hold it.  A month whose partitions were both dropped is
+-- reported not kept, with no problem: its hashes refuse its payments' late
+-- retries.
+CREATE FUNCTION @extschema@.pay_archive_verify()
+RETURNS TABLE (month date, payments bigint, ledger_rows bigint, journal_rows bigint,
+               kept boolean, problem text)
+AS $$
+DECLARE
+    recorded @extschema@.pay_archive_months;
+    ledger_part regclass;
+    journal_part regclass;
+    found_rows bigint;
+    found_digest numeric;
+    found_journal_rows bigint;
+    found_journal_digest numeric;
+BEGIN
+    FOR recorded IN SELECT * FROM @extschema@.pay_archive_months AS m ORDER BY m.month LOOP
+        month := recorded.month;
+        payments := recorded.payments;
+        ledger_rows := recorded.ledger_rows;
+        journal_rows := recorded.journal_rows;
+        ledger_part := pg_catalog.to_regclass(pg_catalog.format('@extschema@.%I',
+            'pay_ledger_archive_' OPERATOR(pg_catalog.||) pg_catalog.to_char(recorded.month, 'YYYY_MM')));
+        journal_part := pg_catalog.to_regclass(pg_catalog.format('@extschema@.%I',
+            'pay_journal_archive_' OPERATOR(pg_catalog.||) pg_catalog.to_char(recorded.month, 'YYYY_MM')));
+        kept := ledger_part IS NOT NULL OR journal_part IS NOT NULL;
+        problem := NULL;
+        IF ledger_part IS NULL OR journal_part IS NULL THEN
+            IF kept THEN
+                problem := pg_catalog.format('only %s of the month''s two partitions is kept',
+                                             COALESCE(ledger_part, journal_part));
+            END IF;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        SELECT pg_catalog.count(*), COALESCE(pg_catalog.sum(
+                   pg_catalog.hashtextextended(a::text COLLATE "C", 0)::numeric), 0)
+        INTO found_rows, found_digest
+        FROM @extschema@.pay_ledger_archive AS a
+        WHERE a.month OPERATOR(pg_catalog.=) recorded.month;
+        SELECT pg_catalog.count(*), COALESCE(pg_catalog.sum(
+                   pg_catalog.hashtextextended(a::text COLLATE "C", 0)::numeric), 0)
+        INTO found_journal_rows, found_journal_digest
+        FROM @extschema@.pay_journal_archive AS a
+        WHERE a.month OPERATOR(pg_catalog.=) recorded.month;
+        IF found_rows OPERATOR(pg_catalog.<>) recorded.ledger_rows
+           OR found_journal_rows OPERATOR(pg_catalog.<>) recorded.journal_rows THEN
+            problem := pg_catalog.format('the partitions hold %s ledger and %s journal rows of the %s and %s archived',
+                                         found_rows, found_journal_rows, recorded.ledger_rows,
+                                         recorded.journal_rows);
+        ELSIF found_digest OPERATOR(pg_catalog.<>) recorded.ledger_digest
+              OR found_journal_digest OPERATOR(pg_catalog.<>) recorded.journal_digest THEN
+            problem := 'the partitions'' rows differ from the rows archived';
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql STABLE
+SET search_path = @extschema@, pg_temp SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD'
+SET extra_float_digits = 1;
+
+COMMENT ON FUNCTION @extschema@.pay_archive_verify() IS
+'Each month of the archive: what pay_archive moved into it, whether its partitions are kept, and a problem when their counts or digests differ from what was moved';
+
 -- The invariants between ledger and journal, and those of refunds and
 -- second charges.  Writes through the API and the ledger's triggers keep
 -- them; writes made with those triggers off (a replica's apply, a restore)
@@ -742,6 +1264,21 @@ AS $$
                                       c.channel_ref)
     FROM @extschema@.pay_second_charges() AS c
     WHERE NOT c.confirmed
+    UNION ALL
+    SELECT a.bizno, 'archived, and in the ledger too'
+    FROM @extschema@.pay_ledger_archive AS a
+    JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) a.bizno
+    UNION ALL
+    SELECT a.bizno, 'archived, but the hash that refuses its late retries is not kept'
+    FROM @extschema@.pay_ledger_archive AS a
+    CROSS JOIN LATERAL (SELECT pg_catalog.hashtextextended(a.bizno COLLATE "C", 0) AS h) AS k
+    WHERE (SELECT k.h OPERATOR(pg_catalog.=) ANY (r.hashes) FROM @extschema@.pay_archive_keys AS r
+           WHERE r.lo OPERATOR(pg_catalog.<=) k.h
+           ORDER BY r.lo DESC LIMIT 1) IS NOT TRUE
+    UNION ALL
+    SELECT NULL, pg_catalog.format('the archive of %s: %s', pg_catalog.to_char(v.month, 'YYYY-MM'), v.problem)
+    FROM @extschema@.pay_archive_verify() AS v
+    WHERE v.problem IS NOT NULL
 $$
 LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 
@@ -1186,8 +1723,13 @@ BEGIN
         WITH unfolded AS MATERIALIZED (
             SELECT * FROM @extschema@.pay_stats_unfolded(0, '1:1:'::pg_snapshot)),
         folded AS (
-            SELECT u.from_status, u.to_status, u.refund, u.second_charge, pg_catalog.count(*) AS n
-            FROM unfolded AS u
+            SELECT f.from_status, f.to_status, f.refund, f.second_charge, pg_catalog.sum(f.n)::bigint AS n
+            FROM (SELECT u.from_status, u.to_status, u.refund, u.second_charge, 1 AS n
+                  FROM unfolded AS u
+                  UNION ALL
+                  -- and the rows the archive took from the journal
+                  SELECT a.from_status, a.to_status, a.refund, a.second_charge, a.n
+                  FROM @extschema@.pay_archive_counts AS a) AS f
             GROUP BY 1, 2, 3, 4),
         journal_balance AS (
             SELECT b.status, b.refund, pg_catalog.sum(b.n) AS n
@@ -1339,6 +1881,10 @@ BEGIN
                    (SELECT pg_catalog.count(*) FROM @extschema@.pay_journal AS j
                     WHERE j.from_status OPERATOR(pg_catalog.=) 'FAILED'
                       AND j.to_status OPERATOR(pg_catalog.=) 'INIT')
+                   OPERATOR(pg_catalog.+)
+                   (SELECT COALESCE(pg_catalog.sum(a.n), 0) FROM @extschema@.pay_archive_counts AS a
+                    WHERE a.from_status OPERATOR(pg_catalog.=) 'FAILED'
+                      AND a.to_status OPERATOR(pg_catalog.=) 'INIT')::bigint
                END,
                CASE s.status
                    WHEN 'SUCCESS' THEN (SELECT c.already_succeeded FROM counters AS c)
@@ -1348,6 +1894,9 @@ BEGIN
                pg_catalog.count(l.bizno) FILTER (WHERE l.parent IS NOT NULL),
                CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
                    (SELECT pg_catalog.count(*) FROM second_charges)
+                   OPERATOR(pg_catalog.+)
+                   (SELECT COALESCE(pg_catalog.sum(a.n), 0) FROM @extschema@.pay_archive_counts AS a
+                    WHERE a.second_charge IN ('reported', 'found'))::bigint
                END,
                CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
                    (SELECT pg_catalog.count(*) FROM second_charges AS c WHERE NOT c.confirmed)
@@ -1443,9 +1992,11 @@ BEGIN
     state := @extschema@.pay_stats_usable_state();
     IF state IS NULL THEN
         RETURN QUERY
-        SELECT j.from_status, j.to_status, pg_catalog.count(*)
-        FROM @extschema@.pay_journal AS j
-        WHERE j.from_status IS DISTINCT FROM j.to_status
+        SELECT c.from_status, c.to_status, pg_catalog.sum(c.n)::bigint
+        FROM (SELECT j.from_status, j.to_status, 1 AS n FROM @extschema@.pay_journal AS j
+              UNION ALL
+              SELECT a.from_status, a.to_status, a.n FROM @extschema@.pay_archive_counts AS a) AS c
+        WHERE c.from_status IS DISTINCT FROM c.to_status
         GROUP BY 1, 2
         ORDER BY 1 NULLS FIRST, 2;
         RETURN;
@@ -1686,6 +2237,11 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_stats_transactions_ended(text[]),
     @extschema@.pay_stats_counts_usable(bigint),
     @extschema@.pay_stats_usable_state(),
+    @extschema@.pay_archive(timestamptz, integer),
+    @extschema@.pay_archive_verify(),
+    @extschema@.pay_archive_add_keys(bigint[]),
+    @extschema@.pay_archive_partitions(date),
+    @extschema@.pay_archive_ready(text, timestamptz, bigint),
     @extschema@.pay_protect(regclass, name, name[]),
     @extschema@.pay_unprotect(regclass)
 FROM PUBLIC;
@@ -1751,6 +2307,8 @@ BEGIN
         '@extschema@.pay_stats_read(), '
         '@extschema@.pay_stats_transitions_read(), '
         '@extschema@.pay_verify(), '
+        '@extschema@.pay_archive(timestamptz, integer), '
+        '@extschema@.pay_archive_verify(), '
         '@extschema@.pay_get(text), '
         '@extschema@.pay_find(text, text), '
         '@extschema@.pay_stuck(interval, integer), '
@@ -1762,7 +2320,7 @@ $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
-'Give a finance or operations role what repairing, reconciling and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_second_charges, pay_stats, pay_stats_transitions, pay_stats_refresh, pay_verify, pay_guards, and what reconciling settles and refunds with';
+'Give a finance or operations role what repairing, reconciling, archiving and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_second_charges, pay_archive, pay_archive_verify, pay_stats, pay_stats_transitions, pay_stats_refresh, pay_verify, pay_guards, and what reconciling settles and refunds with';
 
 REVOKE ALL ON FUNCTION @extschema@.pay_grant(regrole), @extschema@.pay_grant_operator(regrole) FROM PUBLIC;
 
@@ -1775,3 +2333,12 @@ REVOKE ALL ON FUNCTION @extschema@.pay_grant(regrole), @extschema@.pay_grant_ope
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_ledger', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_journal', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_journal_seq_seq', '');
+
+-- What outlives the archive's partitions, and the record of archiving:
+-- data too.  The partitions themselves are tables of their own, dumped with
+-- their rows.
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_archive_keys', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_archive_months', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_archive_runs', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_archive_runs_run_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_archive_counts', '');

@@ -16,6 +16,8 @@
 #include "api_args.h"
 #include "bizno.h"
 #include "compat.h"
+#include "reason.h"
+#include "write.h"
 
 const char *
 PayKeyDescription(Datum bizno)
@@ -23,9 +25,19 @@ PayKeyDescription(Datum bizno)
 	return psprintf("bizNo %s", TextDatumGetCString(bizno));
 }
 
+/*
+ * Refuse a call for a payment the ledger does not have: P0002, or 55000
+ * when it was archived (its settlement is over; nothing more happens to it).
+ * Call it inside SPI.
+ */
 void
-PayRaiseUnknownPayment(Datum bizno)
+PayRaiseUnknownPayment(const PayCatalog *catalog, Datum bizno)
 {
+	if (PayArchiveHolds(catalog, bizno))
+		ereport(ERROR,
+				(errmsg("payment %s was archived", TextDatumGetCString(bizno)),
+				 errdetail("An archived payment is settled for good: it is not charged, settled or refunded again."),
+				 PayReason(PAY_REASON_ARCHIVED)));
 	ereport(ERROR,
 			(errcode(ERRCODE_NO_DATA_FOUND),
 			 errmsg("unknown payment %s", TextDatumGetCString(bizno)),

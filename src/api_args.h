@@ -13,6 +13,7 @@
 #include "fmgr.h"
 
 #include "api.h"
+#include "catalog.h"
 #include "write_rows.h"
 
 extern Datum PayKeyArgument(FunctionCallInfo fcinfo, int argno);
@@ -23,7 +24,7 @@ extern PaymentAmount PayAmountArguments(FunctionCallInfo fcinfo, int amount_arg,
 										int currency_arg, PayApi api);
 
 extern const char *PayKeyDescription(Datum bizno);
-extern void PayRaiseUnknownPayment(Datum bizno);
+extern void PayRaiseUnknownPayment(const PayCatalog *catalog, Datum bizno);
 extern bool PayTextEqual(Datum a, Datum b);
 extern bool PayAmountFieldDiffers(const LedgerRow *row, const PaymentAmount *amount);
 extern bool PayCurrencyFieldDiffers(const LedgerRow *row, const PaymentAmount *amount);

@@ -149,6 +149,48 @@ RaiseIfOrderTaken(const PayCatalog *catalog, Datum bizno)
 }
 
 /*
+ * Refuse (55000) a late retry of payment bizno, archived as status (or,
+ * when its partition was dropped, of unknown status): it is never charged
+ * again.
+ */
+static void
+RaiseArchived(Datum bizno, const char *status)
+{
+	ereport(ERROR,
+			(errmsg("payment %s was archived", TextDatumGetCString(bizno)),
+			 status != NULL ?
+			 errdetail("It was archived as %s; a retry is never charged.", status) :
+			 errdetail("Its archive was dropped; only the fact that it was archived is kept."),
+			 PayReason(PAY_REASON_ARCHIVED)));
+}
+
+/*
+ * A key the ledger does not have may have been archived.  A payment
+ * archived as SUCCESS answers from the archive as it would from the
+ * ledger: true, with its row (the caller's decision on SUCCESS writes
+ * nothing).  Any other archived payment is refused; a key never archived
+ * is new: false.
+ */
+static bool
+AnswerFromArchive(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
+{
+	switch (PayArchiveFind(catalog, bizno, row))
+	{
+		case PAY_NOT_ARCHIVED:
+			return false;
+		case PAY_ARCHIVED_KEPT:
+			if (row->status == PAY_SUCCESS)
+				return true;
+			RaiseArchived(bizno, PayStatusName(row->status));
+			break;
+		case PAY_ARCHIVED_DROPPED:
+			RaiseArchived(bizno, NULL);
+			break;
+	}
+	pg_unreachable();
+}
+
+/*
  * Carry out the machine's pay_begin decision on a row read plainly (when
  * the decision writes nothing) or under lock (when it does).
  */
@@ -180,11 +222,13 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 	PayAction	action;
 	LedgerRow	row;
 	bool		row_is_current = false;
+	bool		inserted;
 
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (!PayLedgerProbe(fcinfo, bizno, &row))
+		if (!PayLedgerProbe(fcinfo, bizno, &row) &&
+			!AnswerFromArchive(catalog, bizno, &row))
 		{
 			if (api >= PAY_API_1_2 && !amount->has_amount)
 				ereport(ERROR,
@@ -199,8 +243,10 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 								TextDatumGetCString(bizno)),
 						 errhint("Pass the amount and currency to charge with the first claim, or open the payment with pay_open.")));
 			decision = PayDecideBegin(PAY_NEW_ROW, retry_failed);
-			if (PayLedgerInsert(fcinfo, catalog, bizno, decision.steps[0], amount,
-								PAY_INSERT_IF_ABSENT))
+			inserted = PayLedgerInsert(fcinfo, catalog, bizno, decision.steps[0], amount,
+									   PAY_INSERT_IF_ABSENT);
+			PayArchiveForgetChecked();
+			if (inserted)
 			{
 				action = decision.action;
 				break;
@@ -374,6 +420,7 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 	LedgerRow	row;
 	char		buf[BIZNO_MAX_LEN + 1];
 	PayInsertConflict conflict = PAY_INSERT_IF_ABSENT;
+	bool		inserted;
 
 	PayRequireArgument(fcinfo, 0, "prefix");
 	PayRequireArgument(fcinfo, 1, "biz_id");
@@ -401,12 +448,32 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 			}
 			return bizno;
 		}
+		switch (PayArchiveFindOrder(catalog, order[0], order[1], &row))
+		{
+			case PAY_NOT_ARCHIVED:
+				break;
+			case PAY_ARCHIVED_KEPT:
+				/* its bizNo, which a claim answers from the archive */
+				if (row.status != PAY_SUCCESS)
+					RaiseArchived(row.bizno, PayStatusName(row.status));
+				ApplyAmount(catalog, row.bizno, &row, amount, api);
+				return SPI_datumTransfer(row.bizno, false, -1);
+			case PAY_ARCHIVED_DROPPED:
+				ereport(ERROR,
+						(errmsg("business action %s %s was archived",
+								TextDatumGetCString(order[0]), TextDatumGetCString(order[1])),
+						 errdetail("Its archive was dropped; only the fact that it was archived is kept."),
+						 PayReason(PAY_REASON_ARCHIVED)));
+		}
 		bizno = PointerGetDatum(cstring_to_text_with_len(buf,
 														 BiznoGenerate(buf, VARDATA_ANY(prefix),
 																	   VARSIZE_ANY_EXHDR(prefix),
 																	   VARDATA_ANY(biz_id),
 																	   VARSIZE_ANY_EXHDR(biz_id))));
-		if (PayLedgerInsert(fcinfo, catalog, bizno, PAY_INIT, amount, conflict))
+		PayArchiveCheckedNewKey(bizno);
+		inserted = PayLedgerInsert(fcinfo, catalog, bizno, PAY_INIT, amount, conflict);
+		PayArchiveForgetChecked();
+		if (inserted)
 			return SPI_datumTransfer(bizno, false, -1);
 		if (conflict == PAY_INSERT_STRICT)
 			PayRequireRowWritten(false, bizno); /* a trigger skipped it, twice */

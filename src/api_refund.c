@@ -135,7 +135,7 @@ OpenRefund(FunctionCallInfo fcinfo, PayApi api)
 
 		if (!PayLedgerReadParent(catalog, parent, &row.currency, &row.currency_null,
 								 &prefix, &biz_id, &order_null))
-			PayRaiseUnknownPayment(parent);
+			PayRaiseUnknownPayment(catalog, parent);
 		row.bizno = bizno = NewRefundKey(parent, order_null, prefix, biz_id);
 		if (PayLedgerInsertRefund(catalog, &row, conflict))
 		{

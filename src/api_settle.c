@@ -220,7 +220,7 @@ Settle(FunctionCallInfo fcinfo, PayStatus target, PayApi api)
 			break;
 
 		if (!PayLedgerProbe(fcinfo, bizno, &row))
-			PayRaiseUnknownPayment(bizno);
+			PayRaiseUnknownPayment(catalog, bizno);
 		if (!PG_ARGISNULL(2) && row.attempt != PG_GETARG_INT32(2))
 			RaiseOtherAttempt(bizno, &row, PG_GETARG_INT32(2));
 		verdict = PayTransitionVerdict(row.status, target);
@@ -299,7 +299,7 @@ pay_confirm_second_charge(PG_FUNCTION_ARGS)
 	PayCheckTextLength(PG_GETARG_TEXT_PP(1), "channel_ref", PAY_CHANNEL_REF_MAX_CHARS);
 	SPI_connect();
 	if (!PayLedgerLock(catalog, bizno, &row) || !PayLedgerProbe(fcinfo, bizno, &row))
-		PayRaiseUnknownPayment(bizno);
+		PayRaiseUnknownPayment(catalog, bizno);
 	if (row.status != PAY_SUCCESS || row.channel_ref_null)
 		ereport(ERROR,
 				(errmsg("payment %s is %s%s: a second charge is one of a settled payment",
@@ -324,7 +324,7 @@ GuardedTransition(FunctionCallInfo fcinfo, Datum bizno, PayStatus target,
 
 	SPI_connect();
 	if (!PayLedgerLock(catalog, bizno, &row))
-		PayRaiseUnknownPayment(bizno);
+		PayRaiseUnknownPayment(catalog, bizno);
 	switch (PayTransitionVerdict(row.status, target))
 	{
 		case PAY_NO_OP:

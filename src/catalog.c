@@ -118,7 +118,9 @@ static void
 ForgetTables(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == catalog.ledger || relid == catalog.ledger_pkey ||
-		relid == catalog.journal || relid == catalog.journal_sequence)
+		relid == catalog.journal || relid == catalog.journal_sequence ||
+		relid == catalog.archive_keys || relid == catalog.archive_keys_pkey ||
+		relid == catalog.ledger_archive)
 	{
 		tables_valid = false;
 		invalidations++;
@@ -333,6 +335,13 @@ LookupTables(void)
 	journal = table_open(catalog.journal, AccessShareLock);
 	LookupColumns(journal, journal_columns, JOURNAL_COLUMNS, catalog.journal_attnums);
 	table_close(journal, NoLock);
+
+	/* absent until the update to 1.3 */
+	catalog.archive_keys = get_relname_relid("pay_archive_keys", catalog.namespace);
+	catalog.archive_keys_pkey = get_relname_relid("pay_archive_keys_pkey", catalog.namespace);
+	catalog.ledger_archive = get_relname_relid("pay_ledger_archive", catalog.namespace);
+	if (!OidIsValid(catalog.archive_keys_pkey) || !OidIsValid(catalog.ledger_archive))
+		catalog.archive_keys = InvalidOid;
 }
 
 /*

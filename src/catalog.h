@@ -77,6 +77,15 @@ typedef struct PayCatalog
 	Oid			journal_sequence;	/* pay_journal_seq_seq */
 	AttrNumber	journal_attnums[JOURNAL_COLUMNS];
 
+	/*
+	 * since 1.3, the archive: the hashes of every key and business action
+	 * pay_archive moved out, with their primary key on lo, and the archived
+	 * ledger rows; InvalidOid before the update
+	 */
+	Oid			archive_keys;	/* pay_archive_keys */
+	Oid			archive_keys_pkey;
+	Oid			ledger_archive; /* pay_ledger_archive */
+
 	/* the ledger's own trigger functions (write_direct.c fires them itself) */
 	Oid			guard_function;
 	Oid			bookkeeping_function;

@@ -90,28 +90,56 @@ RelationOwner(Oid relid)
  * not read it, and no row security hides a row from its owner).
  */
 static int64
-CountPayments(Oid ledger, Oid owner)
+CountAsOwner(Oid owner, const char *query)
 {
 	bool		isnull;
-	int64		payments;
+	int64		count;
 	Oid			saved_user;
 	int			saved_context;
 
-	LockRelationOid(ledger, AccessExclusiveLock);
 	GetUserIdAndSecContext(&saved_user, &saved_context);
 	SetUserIdAndSecContext(owner, saved_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
 	SPI_connect();
-	if (SPI_execute(psprintf("SELECT pg_catalog.count(*) FROM %s.%s",
-							 quote_identifier(get_namespace_name(get_rel_namespace(ledger))),
-							 quote_identifier(get_rel_name(ledger))),
-					false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not count the payments of pay_ledger");
-	payments = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-										   1, &isnull));
+	if (SPI_execute(query, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not count what the drop would lose");
+	count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+										1, &isnull));
 	SPI_finish();
 	SetUserIdAndSecContext(saved_user, saved_context);
-	return payments;
+	return isnull ? 0 : count;
+}
+
+static const char *
+QualifiedName(Oid relid)
+{
+	return psprintf("%s.%s", quote_identifier(get_namespace_name(get_rel_namespace(relid))),
+					quote_identifier(get_rel_name(relid)));
+}
+
+static int64
+CountPayments(Oid ledger, Oid owner)
+{
+	LockRelationOid(ledger, AccessExclusiveLock);
+	return CountAsOwner(owner, psprintf("SELECT pg_catalog.count(*) FROM %s",
+										QualifiedName(ledger)));
+}
+
+/*
+ * The hashes pay_archive_keys keeps of archived payments' keys and business
+ * actions (since 1.3): dropping them would let a late retry of any archived
+ * payment be charged again.
+ */
+static int64
+CountArchivedKeys(Oid namespace, Oid owner)
+{
+	Oid			keys = get_relname_relid("pay_archive_keys", namespace);
+
+	if (!OidIsValid(keys))
+		return 0;
+	LockRelationOid(keys, AccessExclusiveLock);
+	return CountAsOwner(owner, psprintf("SELECT pg_catalog.sum(pg_catalog.cardinality(hashes))::bigint FROM %s",
+										QualifiedName(keys)));
 }
 
 /*
@@ -149,5 +177,13 @@ pay_refuse_drop(PG_FUNCTION_ARGS)
 				 errdetail("Dropping the extension drops the ledger and the journal, the record that stops a second charge of every one of them."),
 				 errhint("Archive them first (\\copy pay_ledger TO 'pay_ledger.csv' CSV HEADER, the same for pay_journal), "
 						 "then empty both tables as a superuser as doc/operations.md shows, and drop again.")));
+	payments = CountArchivedKeys(namespace, owner);
+	if (payments > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop idempotent_pay: pay_archive_keys keeps " INT64_FORMAT " hash%s of archived payments",
+						payments, payments == 1 ? "" : "es"),
+				 errdetail("They are what refuses a late retry of an archived payment; without them it would be charged again."),
+				 errhint("Empty pay_archive_keys as a superuser as doc/operations.md shows, and drop again.")));
 	PG_RETURN_VOID();
 }

@@ -49,6 +49,7 @@
 #include "settings.h"
 #include "trigger_common.h"
 #include "triggers.h"
+#include "write.h"
 
 PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping);
 PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping_1_3);
@@ -199,6 +200,29 @@ Derive(DerivedColumns *derived, AttrNumber column, Datum value, bool isnull)
 }
 
 /*
+ * A new row for a key, or a business action (generated: of parts), that
+ * was archived would charge an archived payment again: refused (55000),
+ * whoever inserts it.
+ */
+static void
+RefuseArchived(const PayCatalog *catalog, text *bizno, bool generated, const BiznoParts *parts)
+{
+	Datum		prefix = 0;
+	Datum		biz_id = 0;
+
+	if (generated)
+	{
+		prefix = PointerGetDatum(cstring_to_text_with_len(parts->prefix, parts->prefix_len));
+		biz_id = PointerGetDatum(cstring_to_text_with_len(parts->biz_id, parts->biz_id_len));
+	}
+	if (PayArchiveHoldsNewRow(catalog, PointerGetDatum(bizno), !generated, prefix, biz_id))
+		ereport(ERROR,
+				(errmsg("payment %s was archived", text_to_cstring(bizno)),
+				 errdetail("The archive holds this bizNo or its business action; a new row would charge it again."),
+				 PayReason(PAY_REASON_ARCHIVED)));
+}
+
+/*
  * A new row: prefix and biz_id from a generated bizNo (a refund's are its
  * parent's, whose order it is), attempt, processing_since and created_at.
  * false when a restore inserts it: its history comes as it was.
@@ -220,6 +244,7 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, HeapTuple tuple, Datum n
 	is_refund = col[LEDGER_PARENT] != InvalidAttrNumber &&
 		!heap_attisnull(tuple, col[LEDGER_PARENT], RelationGetDescr(rel));
 	generated = generated && !is_refund;
+	RefuseArchived(catalog, bizno, generated, &parts);
 	derived->check_refund = is_refund;
 	derived->entering_processing = status == PAY_PROCESSING;
 

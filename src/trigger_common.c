@@ -89,6 +89,26 @@ PayCheckTriggerProtocol(FunctionCallInfo fcinfo, const char *function,
 						TRIGGER_FIRED_BY_UPDATE(event) ? "UPDATE" : "DELETE")));
 }
 
+/* The number of column of rel; an error naming it when there is none. */
+AttrNumber
+PayColumnNumber(Relation rel, const char *column)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (!attr->attisdropped && strcmp(NameStr(attr->attname), column) == 0)
+			return attr->attnum;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_COLUMN),
+			 errmsg("column \"%s\" of relation \"%s\" does not exist",
+					column, RelationGetRelationName(rel))));
+	pg_unreachable();
+}
+
 /*
  * Whether the current write is part of a restore of pg_dump's output.
  *

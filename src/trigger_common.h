@@ -36,6 +36,7 @@ typedef struct PayOwnerContext
 
 extern void PayCheckTriggerProtocol(FunctionCallInfo fcinfo, const char *function,
 									TriggerEvent timing, int events, bool truncate_too);
+extern AttrNumber PayColumnNumber(Relation rel, const char *column);
 extern bool PayRestoring(void);
 extern void PayBecomeOwner(Relation rel, PayOwnerContext *context);
 extern void PayRestoreUser(const PayOwnerContext *context);

@@ -14,7 +14,10 @@
  * status alone is not a transition), frozen columns keep their values while
  * PROCESSING or SUCCESS, PROCESSING and SUCCESS rows are not deleted, and
  * TRUNCATE is refused.  With no arguments the table is append-only (the
- * journal): UPDATE, DELETE and TRUNCATE are refused.
+ * journal, the archive): UPDATE, DELETE and TRUNCATE are refused.  The one
+ * way out of the ledger for a SUCCESS payment, and out of the journal for
+ * any row, is into the archive: a row the same transaction inserted there
+ * (pay_archive, or a replica applying its transaction) may be deleted.
  *
  * An INSERT may carry any state where rows arrive whose history was checked
  * where they were made: under session_replication_role = replica (a logical
@@ -44,6 +47,7 @@
 #include "reason.h"
 #include "trigger_common.h"
 #include "triggers.h"
+#include "write.h"
 
 typedef struct GuardConfig
 {
@@ -57,25 +61,6 @@ typedef struct GuardConfig
 
 PG_FUNCTION_INFO_V1(pay_guard);
 PG_FUNCTION_INFO_V1(pay_allowed);
-
-static AttrNumber
-ColumnNumber(Relation rel, const char *column)
-{
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-
-	for (int i = 0; i < tupdesc->natts; i++)
-	{
-		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
-
-		if (!attr->attisdropped && strcmp(NameStr(attr->attname), column) == 0)
-			return attr->attnum;
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_COLUMN),
-			 errmsg("column \"%s\" of relation \"%s\" does not exist",
-					column, RelationGetRelationName(rel))));
-	pg_unreachable();
-}
 
 static GuardConfig *
 BuildGuardConfig(FunctionCallInfo fcinfo, TriggerData *trigdata)
@@ -91,7 +76,7 @@ BuildGuardConfig(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	if (config->append_only)
 		return config;
 
-	config->status_attnum = ColumnNumber(rel, trigger->tgargs[0]);
+	config->status_attnum = PayColumnNumber(rel, trigger->tgargs[0]);
 	status_type = TupleDescAttr(RelationGetDescr(rel),
 								config->status_attnum - 1)->atttypid;
 	if (status_type == config->catalog->status_type)
@@ -108,7 +93,7 @@ BuildGuardConfig(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	config->frozen_attnums = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt,
 												sizeof(AttrNumber) * Max(config->nfrozen, 1));
 	for (int i = 0; i < config->nfrozen; i++)
-		config->frozen_attnums[i] = ColumnNumber(rel, trigger->tgargs[i + 1]);
+		config->frozen_attnums[i] = PayColumnNumber(rel, trigger->tgargs[i + 1]);
 	return config;
 }
 
@@ -176,6 +161,35 @@ CheckFrozenColumns(GuardConfig *config, Relation rel, HeapTuple oldtuple,
 }
 
 /*
+ * Whether tuple, being deleted from the ledger or the journal, is a row this
+ * transaction moved into the archive (write_archive.c): the one way a
+ * settled payment and its history leave.  A user's guarded table has no
+ * archive.
+ */
+static bool
+MovedIntoArchive(FunctionCallInfo fcinfo, Relation rel, HeapTuple tuple)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	Oid			relid = RelationGetRelid(rel);
+	bool		isnull;
+	Datum		key;
+
+	if (relid == catalog->ledger)
+	{
+		key = heap_getattr(tuple, catalog->ledger_attnums[LEDGER_BIZNO], RelationGetDescr(rel),
+						   &isnull);
+		return !isnull && PayArchiveWasMoved(PAY_MOVED_LEDGER_ROW, PayArchiveKeyHash(key));
+	}
+	if (relid == catalog->journal)
+	{
+		key = heap_getattr(tuple, catalog->journal_attnums[JOURNAL_SEQ], RelationGetDescr(rel),
+						   &isnull);
+		return !isnull && PayArchiveWasMoved(PAY_MOVED_JOURNAL_ROW, (uint64) DatumGetInt64(key));
+	}
+	return false;
+}
+
+/*
  * pay_guard() returns trigger
  */
 Datum
@@ -205,6 +219,8 @@ pay_guard(PG_FUNCTION_ARGS)
 	if (config->append_only)
 	{
 		if (TRIGGER_FIRED_BY_INSERT(event))
+			return PointerGetDatum(trigdata->tg_trigtuple);
+		if (TRIGGER_FIRED_BY_DELETE(event) && MovedIntoArchive(fcinfo, rel, trigdata->tg_trigtuple))
 			return PointerGetDatum(trigdata->tg_trigtuple);
 		RaiseGuardRefusal(rel, PAY_REASON_APPEND_ONLY,
 						  TRIGGER_FIRED_BY_UPDATE(event) ? "UPDATE is refused" : "DELETE is refused",
@@ -243,6 +259,8 @@ pay_guard(PG_FUNCTION_ARGS)
 		HeapTuple	tuple = trigdata->tg_trigtuple;
 		PayStatus	status = StatusOfRow(config, rel, tuple);
 
+		if (status == PAY_SUCCESS && MovedIntoArchive(fcinfo, rel, tuple))
+			return PointerGetDatum(tuple);
 		if (PayStatusIsFrozen(status))
 			RaiseGuardRefusal(rel, PAY_REASON_PROTECTED_ROW, "DELETE is refused",
 							  psprintf("%s is %s; only INIT and FAILED payments may be deleted.",

@@ -8,9 +8,10 @@
  * transition and per amount change (an UPDATE that changes none of status,
  * amount and currency is skipped), whoever wrote the ledger row -- the API
  * or a raw statement -- so the latest journal entry of a bizNo always names
- * its status.  AFTER DELETE (of an INIT or FAILED row, all the guard lets
- * go) it records the deletion for pay_stats' counts, which the journal
- * alone would go on counting as a payment.  The note comes with the row written (the ledger's note
+ * its status.  AFTER DELETE (of an INIT or FAILED row, or of a settled one
+ * pay_archive moved into the archive: all the guard lets go) it records
+ * the deletion for pay_stats' counts, which the journal alone would go on
+ * counting as a payment.  The note comes with the row written (the ledger's note
  * column, set by the API or by hand), else from idempotent_pay.journal_note.
  *
  * While the journal has exactly the columns the trigger fills, of exactly

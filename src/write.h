@@ -56,4 +56,32 @@ extern void PayLedgerRecordDeletion(const PayCatalog *catalog, Relation ledger, 
 
 extern void PayRequireRowWritten(bool written, Datum bizno);
 
+/* The archive (write_archive.c): what pay_archive moved out of the ledger. */
+typedef enum PayArchived
+{
+	PAY_NOT_ARCHIVED,
+	PAY_ARCHIVED_KEPT,			/* its row is in pay_ledger_archive */
+	PAY_ARCHIVED_DROPPED		/* its partition was dropped: only its hash is kept */
+} PayArchived;
+
+/* The two kinds of row the archive receives. */
+typedef enum PayArchiveMove
+{
+	PAY_MOVED_LEDGER_ROW,		/* keyed by PayArchiveKeyHash(bizno) */
+	PAY_MOVED_JOURNAL_ROW		/* keyed by seq */
+} PayArchiveMove;
+
+extern uint64 PayArchiveKeyHash(Datum key);
+extern uint64 PayArchiveOrderHash(Datum prefix, Datum biz_id);
+extern PayArchived PayArchiveFind(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
+extern PayArchived PayArchiveFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,
+									   LedgerRow *row);
+extern bool PayArchiveHolds(const PayCatalog *catalog, Datum bizno);
+extern void PayArchiveCheckedNewKey(Datum bizno);
+extern void PayArchiveForgetChecked(void);
+extern bool PayArchiveHoldsNewRow(const PayCatalog *catalog, Datum bizno, bool order_null,
+								  Datum prefix, Datum biz_id);
+extern void PayArchiveNoteMoved(PayArchiveMove kind, uint64 key);
+extern bool PayArchiveWasMoved(PayArchiveMove kind, uint64 key);
+
 #endif							/* PAY_WRITE_H */

@@ -45,10 +45,14 @@ typedef enum LedgerPlan
 	PLAN_READ_PARENT,
 	PLAN_INSERT_REFUND,
 	PLAN_INSERT_REFUND_STRICT,
+	/* since 1.3: the archive */
+	PLAN_FIND_ARCHIVED,
+	PLAN_FIND_ARCHIVED_ORDER,
 	PLAN_COUNT
 } LedgerPlan;
 
 #define FirstRefundPlan PLAN_FIND_REFUND
+#define FirstArchivePlan PLAN_FIND_ARCHIVED
 
 /*
  * %1$s is the quoted schema; = is pinned to pg_catalog.  %2$s sets the
@@ -94,6 +98,12 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	[PLAN_FIND_ORDER] =
 	"SELECT status, amount, currency, attempt, bizno FROM %1$s.pay_ledger "
 	"WHERE prefix " EQ " $1 AND biz_id " EQ " $2",
+	[PLAN_FIND_ARCHIVED] =
+	"SELECT status, amount, currency, attempt, bizno, channel_ref, response "
+	"FROM %1$s.pay_ledger_archive WHERE bizno " EQ " $1",
+	[PLAN_FIND_ARCHIVED_ORDER] =
+	"SELECT status, amount, currency, attempt, bizno, channel_ref, response "
+	"FROM %1$s.pay_ledger_archive WHERE prefix " EQ " $1 AND biz_id " EQ " $2",
 };
 
 static SPIPlanPtr plans[PLAN_COUNT];
@@ -174,6 +184,8 @@ PreparePlans(const PayCatalog *catalog)
 		[PLAN_READ_PARENT] = {TEXTOID},
 		[PLAN_INSERT_REFUND] = {TEXTOID, status, NUMERICOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
 		[PLAN_INSERT_REFUND_STRICT] = {TEXTOID, status, NUMERICOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
+		[PLAN_FIND_ARCHIVED] = {TEXTOID},
+		[PLAN_FIND_ARCHIVED_ORDER] = {TEXTOID, TEXTOID},
 	};
 	static const int nargs[PLAN_COUNT] = {
 		[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_INSERT_STRICT] = 4,
@@ -181,6 +193,7 @@ PreparePlans(const PayCatalog *catalog)
 		[PLAN_FIND_ORDER] = 2,[PLAN_JOURNAL_SECOND_CHARGE] = 3,
 		[PLAN_FIND_REFUND] = 2,[PLAN_READ_PARENT] = 1,
 		[PLAN_INSERT_REFUND] = 7,[PLAN_INSERT_REFUND_STRICT] = 7,
+		[PLAN_FIND_ARCHIVED] = 1,[PLAN_FIND_ARCHIVED_ORDER] = 2,
 	};
 	bool		write_note = LedgerHasNote(catalog);
 
@@ -199,6 +212,8 @@ PreparePlans(const PayCatalog *catalog)
 		}
 		if (i >= FirstRefundPlan && !PayLedgerHasRefunds(catalog))
 			continue;			/* the ledger of 1.1: no refunds before the update */
+		if (i >= FirstArchivePlan && !OidIsValid(catalog->archive_keys))
+			continue;			/* no archive before 1.3 */
 		plan = SPI_prepare(psprintf(plan_queries[i], catalog->schema,
 									write_note ? ExtraSets(i) : ""),
 						   nargs[i], argtypes[i]);
@@ -299,8 +314,13 @@ ReadRow(const PayCatalog *catalog, LedgerPlan plan, Datum *args, LedgerRow *row)
 	row->amount = SPI_getbinval(tuple, tupdesc, 2, &row->amount_null);
 	row->currency = SPI_getbinval(tuple, tupdesc, 3, &row->currency_null);
 	row->attempt = DatumGetInt32(SPI_getbinval(tuple, tupdesc, 4, &isnull));
-	if (plan == PLAN_FIND_ORDER || plan == PLAN_FIND_REFUND)
+	if (plan == PLAN_FIND_ORDER || plan == PLAN_FIND_REFUND || plan >= FirstArchivePlan)
 		row->bizno = SPI_getbinval(tuple, tupdesc, 5, &isnull);
+	if (plan >= FirstArchivePlan)
+	{
+		row->channel_ref = SPI_getbinval(tuple, tupdesc, 6, &row->channel_ref_null);
+		row->response = SPI_getbinval(tuple, tupdesc, 7, &row->response_null);
+	}
 	return true;
 }
 
@@ -318,6 +338,22 @@ PaySqlFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, LedgerRow
 	Datum		args[2] = {prefix, biz_id};
 
 	return ReadRow(catalog, PLAN_FIND_ORDER, args, row);
+}
+
+/* The archived row of bizno, while its partition is kept. */
+bool
+PaySqlFindArchived(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
+{
+	return ReadRow(catalog, PLAN_FIND_ARCHIVED, &bizno, row);
+}
+
+/* The archived row of business action (prefix, biz_id), while kept. */
+bool
+PaySqlFindArchivedOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, LedgerRow *row)
+{
+	Datum		args[2] = {prefix, biz_id};
+
+	return ReadRow(catalog, PLAN_FIND_ARCHIVED_ORDER, args, row);
 }
 
 /* The row of refund refund_key of payment parent; refunds must exist. */

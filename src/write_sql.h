@@ -19,6 +19,9 @@
 extern bool PaySqlLock(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
 extern bool PaySqlFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,
 							LedgerRow *row);
+extern bool PaySqlFindArchived(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
+extern bool PaySqlFindArchivedOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,
+									LedgerRow *row);
 extern bool PaySqlFindRefund(const PayCatalog *catalog, Datum parent, Datum refund_key,
 							 LedgerRow *row);
 extern bool PaySqlReadParent(const PayCatalog *catalog, Datum parent, Datum *currency,

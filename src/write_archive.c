@@ -1,0 +1,306 @@
+/*-------------------------------------------------------------------------
+ *
+ * write_archive.c
+ *	  What the API and the ledger's triggers ask of the archive: whether a
+ *	  key or a business action was archived, and which rows the
+ *	  transaction moved into the archive.
+ *
+ * pay_archive moves settled payments into pay_ledger_archive and
+ * pay_journal_archive, and records a 64-bit hash of each archived key and
+ * business action (prefix, biz_id) in pay_archive_keys, which outlives the
+ * archive's partitions: a DBA drops those, the hashes stay, and a late
+ * retry of an archived payment is refused however late it comes.  The
+ * hashes are packed, sorted, in rows of up to a few hundred, each row
+ * covering the hashes from its lo up to the next row's lo; finding one is a
+ * probe of the primary key on lo for the last row at or below it and a
+ * binary search.  That probe is what a new payment pays for the archive:
+ * it runs when the key is not in the live ledger, read straight through
+ * the index and table access methods under the snapshot the ledger's probe
+ * would take now, so that a payment whose ledger row the probe no longer
+ * sees (archived meanwhile, and committed) is seen archived.
+ *
+ * The hash is hashtextextended's with seed 0 over the key's bytes, which
+ * SQL computes as pg_catalog.hashtextextended(key COLLATE "C", 0); a
+ * business action is hashed as prefix || ' ' || biz_id (no key holds a
+ * space, so the two never meet).  Two different keys share a hash with a
+ * probability of one in 2^64 per archived key: such a new key would be
+ * refused as archived, never charged twice.
+ *
+ * A settled payment's ledger row and a journal row may be deleted only
+ * once the same transaction inserted them into the archive: the archive's
+ * trigger notes each row it receives (PayArchiveNoteMoved), the guard asks
+ * (PayArchiveWasMoved).  The notes live in the transaction's memory and go
+ * with it; a subtransaction that rolls back takes every note with it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/relation.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "executor/tuptable.h"
+#include "utils/array.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "compat.h"
+#include "write.h"
+#include "write_sql.h"
+
+/* The hash of a key (a bizNo) as pay_archive_keys holds it. */
+uint64
+PayArchiveKeyHash(Datum key)
+{
+	text	   *t = DatumGetTextPP(key);
+
+	return DatumGetUInt64(hash_any_extended((unsigned char *) VARDATA_ANY(t),
+											VARSIZE_ANY_EXHDR(t), 0));
+}
+
+/* The hash of business action (prefix, biz_id): of "prefix biz_id". */
+uint64
+PayArchiveOrderHash(Datum prefix, Datum biz_id)
+{
+	text	   *p = DatumGetTextPP(prefix);
+	text	   *b = DatumGetTextPP(biz_id);
+	int			plen = VARSIZE_ANY_EXHDR(p);
+	int			blen = VARSIZE_ANY_EXHDR(b);
+	char	   *buf = palloc(plen + 1 + blen);
+	uint64		hash;
+
+	memcpy(buf, VARDATA_ANY(p), plen);
+	buf[plen] = ' ';
+	memcpy(buf + plen + 1, VARDATA_ANY(b), blen);
+	hash = DatumGetUInt64(hash_any_extended((unsigned char *) buf, plen + 1 + blen, 0));
+	pfree(buf);
+	return hash;
+}
+
+/* Whether the sorted hashes of one row of pay_archive_keys hold hash. */
+static bool
+RowHoldsHash(Datum hashes, int64 hash)
+{
+	ArrayType  *array = DatumGetArrayTypeP(hashes);
+	const int64 *items;
+	int			lo = 0;
+	int			hi = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)) - 1;
+
+	if (ARR_HASNULL(array) || ARR_ELEMTYPE(array) != INT8OID)
+		elog(ERROR, "pay_archive_keys holds an array that is not of hashes");
+	/* no NULLs: the elements follow the header */
+	items = (const int64 *) ((const char *) array + ARR_OVERHEAD_NONULLS(ARR_NDIM(array)));
+	while (lo <= hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (items[mid] == hash)
+			return true;
+		if (items[mid] < hash)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return false;
+}
+
+/*
+ * Whether pay_archive_keys holds hash: the last row whose lo is at or below
+ * it, found through the primary key, holds it or no row does.
+ */
+static bool
+ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
+{
+	Relation	keys;
+	Relation	pkey;
+	IndexScanDesc scan;
+	ScanKeyData key;
+	TupleTableSlot *slot;
+	bool		found = false;
+
+	if (!OidIsValid(catalog->archive_keys))
+		return false;			/* an installation of 1.2 or older */
+
+	keys = table_open(catalog->archive_keys, AccessShareLock);
+	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
+	slot = table_slot_create(keys, NULL);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	ScanKeyEntryInitialize(&key, 0, 1, BTLessEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_INT8LE, Int64GetDatum((int64) hash));
+	scan = PayIndexBeginScan(keys, pkey, GetActiveSnapshot(), 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	if (index_getnext_slot(scan, BackwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		hashes = slot_getattr(slot, 2, &isnull);
+
+		found = !isnull && RowHoldsHash(hashes, (int64) hash);
+	}
+	index_endscan(scan);
+	PopActiveSnapshot();
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(pkey, NoLock);	/* held to the end, as a SELECT holds it */
+	table_close(keys, NoLock);
+	return found;
+}
+
+/*
+ * The key the API found absent from the archive just before inserting it
+ * (and, when checked_order, the business action too): the ledger's trigger
+ * need not look again for the row it inserts.
+ */
+static uint64 checked_key_hash;
+static bool checked_key_valid = false;
+static bool checked_order = false;
+
+/*
+ * Whether bizno was archived: PAY_NOT_ARCHIVED (and the row the API
+ * inserts next need not be looked up again), PAY_ARCHIVED_KEPT with the
+ * archived row in *row, or PAY_ARCHIVED_DROPPED when its partition is
+ * gone.  Call it inside SPI, when the ledger's probe found no row.
+ */
+PayArchived
+PayArchiveFind(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
+{
+	uint64		hash = PayArchiveKeyHash(bizno);
+
+	if (!ArchiveHoldsHash(catalog, hash))
+	{
+		checked_key_hash = hash;
+		checked_key_valid = true;
+		checked_order = false;
+		return PAY_NOT_ARCHIVED;
+	}
+	return PaySqlFindArchived(catalog, bizno, row) ? PAY_ARCHIVED_KEPT : PAY_ARCHIVED_DROPPED;
+}
+
+/* The same for business action (prefix, biz_id); *row has its bizno. */
+PayArchived
+PayArchiveFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, LedgerRow *row)
+{
+	if (!ArchiveHoldsHash(catalog, PayArchiveOrderHash(prefix, biz_id)))
+		return PAY_NOT_ARCHIVED;
+	return PaySqlFindArchivedOrder(catalog, prefix, biz_id, row) ?
+		PAY_ARCHIVED_KEPT : PAY_ARCHIVED_DROPPED;
+}
+
+/* Whether bizno was archived, kept or not: for the errors of the API. */
+bool
+PayArchiveHolds(const PayCatalog *catalog, Datum bizno)
+{
+	return ArchiveHoldsHash(catalog, PayArchiveKeyHash(bizno));
+}
+
+/*
+ * bizno was just issued for a business action PayArchiveFindOrder found
+ * absent from the archive: a new bizNo is in no archive, and the row the
+ * API inserts next need not be looked up again.
+ */
+void
+PayArchiveCheckedNewKey(Datum bizno)
+{
+	checked_key_hash = PayArchiveKeyHash(bizno);
+	checked_key_valid = true;
+	checked_order = true;
+}
+
+/* Forget the key found absent: the API's insert is over. */
+void
+PayArchiveForgetChecked(void)
+{
+	checked_key_valid = false;
+}
+
+/*
+ * Whether a new ledger row's key or business action (order_null: none) was
+ * archived; the row the API just checked is not looked up again.
+ */
+bool
+PayArchiveHoldsNewRow(const PayCatalog *catalog, Datum bizno, bool order_null,
+					  Datum prefix, Datum biz_id)
+{
+	uint64		hash = PayArchiveKeyHash(bizno);
+	bool		checked = checked_key_valid && checked_key_hash == hash;
+
+	checked_key_valid = false;
+	if (!checked && ArchiveHoldsHash(catalog, hash))
+		return true;
+	if (order_null || (checked && checked_order))
+		return false;
+	return ArchiveHoldsHash(catalog, PayArchiveOrderHash(prefix, biz_id));
+}
+
+/* The rows this transaction moved into the archive, by kind and key. */
+typedef struct MovedRow
+{
+	uint64		key;			/* the bizNo's hash, or the journal's seq */
+	PayArchiveMove kind;
+} MovedRow;
+
+static HTAB *moved_rows = NULL;
+static bool moved_callbacks_registered = false;
+
+static void
+ForgetMovedAtEnd(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		moved_rows = NULL;		/* its memory goes with the transaction */
+}
+
+static void
+ForgetMovedOnRollback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		moved_rows = NULL;
+}
+
+/* The archive received a row of kind with key, in this transaction. */
+void
+PayArchiveNoteMoved(PayArchiveMove kind, uint64 key)
+{
+	MovedRow	entry = {0};
+	bool		found;
+
+	if (!moved_callbacks_registered)
+	{
+		RegisterXactCallback(ForgetMovedAtEnd, NULL);
+		RegisterSubXactCallback(ForgetMovedOnRollback, NULL);
+		moved_callbacks_registered = true;
+	}
+	if (moved_rows == NULL)
+	{
+		HASHCTL		ctl = {0};
+
+		ctl.keysize = sizeof(MovedRow);
+		ctl.entrysize = sizeof(MovedRow);
+		ctl.hcxt = TopTransactionContext;
+		moved_rows = hash_create("idempotent_pay rows moved into the archive", 1024, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	entry.key = key;
+	entry.kind = kind;
+	(void) hash_search(moved_rows, &entry, HASH_ENTER, &found);
+}
+
+/* Whether this transaction moved the row of kind with key into the archive. */
+bool
+PayArchiveWasMoved(PayArchiveMove kind, uint64 key)
+{
+	MovedRow	entry = {0};
+
+	if (moved_rows == NULL)
+		return false;
+	entry.key = key;
+	entry.kind = kind;
+	return hash_search(moved_rows, &entry, HASH_FIND, NULL) != NULL;
+}
