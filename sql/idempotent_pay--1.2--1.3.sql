@@ -254,6 +254,14 @@ CREATE INDEX pay_journal_archive_bizno_seq_idx ON @extschema@.pay_journal_archiv
 COMMENT ON TABLE @extschema@.pay_journal_archive IS
 'The journal rows of the payments in pay_ledger_archive, in their payment''s month; append-only';
 
+-- pay_archive puts rows in a month's own partitions, which it creates first.
+-- The default partitions receive what arrives without one: a logical
+-- replica's apply of pay_archive's rows, published through the partitioned
+-- tables (publish_via_partition_root), where the month's partitions were
+-- never created.
+CREATE TABLE @extschema@.pay_ledger_archive_default PARTITION OF @extschema@.pay_ledger_archive DEFAULT;
+CREATE TABLE @extschema@.pay_journal_archive_default PARTITION OF @extschema@.pay_journal_archive DEFAULT;
+
 -- What outlives the archive: a 64-bit hash of every archived bizNo and of
 -- every archived business action (prefix || ' ' || biz_id), computed as
 -- hashtextextended(key COLLATE "C", 0).  Sorted, packed up to 200 to a row
@@ -316,6 +324,7 @@ COMMENT ON TABLE @extschema@.pay_archive_counts IS
 'The journal rows pay_archive moved out, by transition, refund or payment, and kind of second charge: what pay_stats adds to the journal''s';
 
 REVOKE ALL ON @extschema@.pay_ledger_archive, @extschema@.pay_journal_archive,
+    @extschema@.pay_ledger_archive_default, @extschema@.pay_journal_archive_default,
     @extschema@.pay_archive_keys, @extschema@.pay_archive_months, @extschema@.pay_archive_runs,
     @extschema@.pay_archive_counts FROM PUBLIC;
 
@@ -650,15 +659,13 @@ COMMENT ON FUNCTION @extschema@.pay_archive(timestamptz, integer) IS
 -- Each month of the archive, as pay_archive recorded it and as its two
 -- partitions hold it.  A month whose partitions were both dropped is
 -- reported not kept, with no problem: its hashes refuse its payments' late
--- retries.
+-- retries.  One partition dropped without the other shows as rows missing.
 CREATE FUNCTION @extschema@.pay_archive_verify()
 RETURNS TABLE (month date, payments bigint, ledger_rows bigint, journal_rows bigint,
                kept boolean, problem text)
 AS $$
 DECLARE
     recorded @extschema@.pay_archive_months;
-    ledger_part regclass;
-    journal_part regclass;
     found_rows bigint;
     found_digest numeric;
     found_journal_rows bigint;
@@ -669,20 +676,6 @@ BEGIN
         payments := recorded.payments;
         ledger_rows := recorded.ledger_rows;
         journal_rows := recorded.journal_rows;
-        ledger_part := pg_catalog.to_regclass(pg_catalog.format('@extschema@.%I',
-            'pay_ledger_archive_' OPERATOR(pg_catalog.||) pg_catalog.to_char(recorded.month, 'YYYY_MM')));
-        journal_part := pg_catalog.to_regclass(pg_catalog.format('@extschema@.%I',
-            'pay_journal_archive_' OPERATOR(pg_catalog.||) pg_catalog.to_char(recorded.month, 'YYYY_MM')));
-        kept := ledger_part IS NOT NULL OR journal_part IS NOT NULL;
-        problem := NULL;
-        IF ledger_part IS NULL OR journal_part IS NULL THEN
-            IF kept THEN
-                problem := pg_catalog.format('only %s of the month''s two partitions is kept',
-                                             COALESCE(ledger_part, journal_part));
-            END IF;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
         SELECT pg_catalog.count(*), COALESCE(pg_catalog.sum(
                    pg_catalog.hashtextextended(a::text COLLATE "C", 0)::numeric), 0)
         INTO found_rows, found_digest
@@ -693,6 +686,19 @@ BEGIN
         INTO found_journal_rows, found_journal_digest
         FROM @extschema@.pay_journal_archive AS a
         WHERE a.month OPERATOR(pg_catalog.=) recorded.month;
+        -- in the month's partitions, or in a replica's default partitions
+        kept := found_rows OPERATOR(pg_catalog.>) 0 OR found_journal_rows OPERATOR(pg_catalog.>) 0
+                OR pg_catalog.to_regclass(pg_catalog.format('@extschema@.%I',
+                       'pay_ledger_archive_' OPERATOR(pg_catalog.||) pg_catalog.to_char(recorded.month, 'YYYY_MM')))
+                   IS NOT NULL
+                OR pg_catalog.to_regclass(pg_catalog.format('@extschema@.%I',
+                       'pay_journal_archive_' OPERATOR(pg_catalog.||) pg_catalog.to_char(recorded.month, 'YYYY_MM')))
+                   IS NOT NULL;
+        problem := NULL;
+        IF NOT kept THEN
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
         IF found_rows OPERATOR(pg_catalog.<>) recorded.ledger_rows
            OR found_journal_rows OPERATOR(pg_catalog.<>) recorded.journal_rows THEN
             problem := pg_catalog.format('the partitions hold %s ledger and %s journal rows of the %s and %s archived',
@@ -1438,6 +1444,8 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_archive_months', '')
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_archive_runs', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_archive_runs_run_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_archive_counts', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_ledger_archive_default', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_journal_archive_default', '');
 
 DO $$
 DECLARE

@@ -75,8 +75,9 @@ SELECT * FROM pay_verify();
 
 -- Every function of the extension is meant for someone: an application
 -- (pay_grant), finance and operations (pay_grant_operator), the DBA, the
--- trigger manager, or pay_stats_refresh, which folds the journal into the
--- counts as the owner.  A function a later version adds without its grant is
+-- trigger manager, pay_stats_refresh, which folds the journal into the
+-- counts as the owner, or pay_archive, which moves rows into the archive as
+-- the owner.  A function a later version adds without its grant is
 -- listed here.
 CREATE ROLE regress_finance;
 SELECT pay_grant_operator('regress_finance');
@@ -88,7 +89,8 @@ WHERE p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)
   AND p.proname NOT IN ('pay_protect', 'pay_unprotect', 'pay_grant', 'pay_grant_operator',
                         'pay_stats_unfolded', 'pay_stats_second_charge',
                         'pay_stats_running_transactions', 'pay_stats_transactions_ended',
-                        'pay_stats_counts_usable', 'pay_stats_usable_state')
+                        'pay_stats_counts_usable', 'pay_stats_usable_state',
+                        'pay_archive_add_keys', 'pay_archive_partitions', 'pay_archive_ready')
   AND NOT has_function_privilege('regress_app', p.oid, 'EXECUTE')
   AND NOT has_function_privilege('regress_finance', p.oid, 'EXECUTE')
 ORDER BY 1;

@@ -1,0 +1,119 @@
+-- Retention: pay_archive moves settled payments, with their journal rows and
+-- refunds, into the archive's month partitions; a late retry of an archived
+-- payment is answered from the archive while its month is kept, and refused
+-- (55000 pay_archived) once the month is dropped.  Never PROCEED, never a
+-- new bizNo.
+
+-- Payments in every state, settled last in March 2025 (the ledger's own
+-- clock is the transaction's: the dates are set with its bookkeeping off,
+-- as a replica would write them).
+SELECT payment_in('AR-SUCCESS', 'SUCCESS'), payment_in('AR-FAILED', 'FAILED'),
+       payment_in('AR-INIT', 'INIT'), payment_in('AR-PROCESSING', 'PROCESSING'),
+       payment_in('AR-REFUNDED', 'SUCCESS'), payment_in('AR-REFUNDING', 'SUCCESS'),
+       payment_in('AR-DOUBLE', 'SUCCESS');
+SELECT pay_open('ARCH', 'ORDER-1', 12.50, 'EUR') AS order_bizno \gset
+SELECT pay_claim(:'order_bizno', 12.50, 'EUR'), pay_succeed(:'order_bizno', 'BANK-ORDER-1', 1);
+-- a refund settled, and one in flight, which keeps its payment in the ledger
+SELECT pay_refund_open('AR-REFUNDED', 'R1', 4) AS refund_done \gset
+SELECT pay_claim(:'refund_done', 4, 'EUR'), pay_succeed(:'refund_done', 'BANK-R1', 1);
+SELECT pay_refund_open('AR-REFUNDING', 'R1', 4) AS refund_in_flight \gset
+SELECT pay_claim(:'refund_in_flight', 4, 'EUR');
+-- a second charge the bank reported and no statement confirmed yet
+SELECT pay_succeed('AR-DOUBLE', 'BANK-OTHER', 1);
+SET session_replication_role = replica;
+UPDATE pay_ledger SET updated_at = '2025-03-10 12:00+00'
+WHERE bizno LIKE 'AR-%' OR bizno IN (:'order_bizno', :'refund_done', :'refund_in_flight');
+RESET session_replication_role;
+
+-- 1. Who may archive, and with what.
+CREATE ROLE regress_archive_app;
+CREATE ROLE regress_archive_operator;
+SELECT pay_grant('regress_archive_app'), pay_grant_operator('regress_archive_operator');
+SET ROLE regress_archive_app;
+SELECT outcome($$SELECT pay_archive('2025-04-01')$$) AS application_archives,
+       outcome($$SELECT count(*) FROM pay_ledger_archive$$) AS application_reads_archive,
+       outcome($$DELETE FROM pay_archive_keys$$) AS application_forgets;
+RESET ROLE;
+SELECT outcome($$SELECT pay_archive(NULL)$$) AS no_horizon,
+       outcome($$SELECT pay_archive(now() + interval '1 hour')$$) AS future_horizon,
+       outcome($$SELECT pay_archive('2025-04-01', 0)$$) AS no_rows;
+
+-- 2. The move: every settled payment last changed before the horizon, with
+-- its refunds; PROCESSING stays, as do a payment with a refund in flight
+-- and one with an unconfirmed second charge.
+SET ROLE regress_archive_operator;
+SELECT pay_archive('2025-04-01', 2) AS first_batch;
+SELECT pay_archive('2025-04-01') AS the_rest, pay_archive('2025-04-01') AS none_left;
+RESET ROLE;
+SELECT COALESCE('a refund of ' || parent, bizno) AS payment, status FROM pay_ledger
+WHERE bizno LIKE 'AR-%' OR bizno IN (:'order_bizno', :'refund_done', :'refund_in_flight')
+ORDER BY COALESCE('a refund of ' || parent, bizno) COLLATE "C";
+SELECT bizno = :'refund_done' AS is_the_refund, status, parent, to_char(month, 'YYYY-MM') AS month, tableoid::regclass
+FROM pay_ledger_archive ORDER BY bizno COLLATE "C";
+SELECT count(*) AS archived_journal_rows, count(DISTINCT bizno) AS of_payments,
+       min(month) = max(month) AS one_month
+FROM pay_journal_archive;
+SELECT count(*) AS journal_rows_left FROM pay_journal
+WHERE bizno IN (SELECT bizno FROM pay_ledger_archive);
+SELECT payments, ledger_rows, journal_rows FROM pay_archive_runs ORDER BY run;
+SELECT sum(cardinality(hashes)) AS hashes_kept FROM pay_archive_keys;
+SELECT to_char(month, 'YYYY-MM') AS month, payments, ledger_rows, journal_rows, kept, problem FROM pay_archive_verify();
+SELECT * FROM pay_verify();
+
+-- 3. Late retries while the month is kept: a success answers from the
+-- archive; nothing archived is charged again.
+SELECT pay_claim('AR-SUCCESS', 10, 'EUR') AS claim_success,
+       pay_begin('AR-SUCCESS', 10, 'EUR') AS begin_success;
+SELECT pay_open('ARCH', 'ORDER-1', 12.50, 'EUR') = :'order_bizno' AS open_finds_its_bizno;
+SELECT (pay_open_claim('ARCH', 'ORDER-1', 12.50, 'EUR')).action AS open_claim;
+SELECT call, outcome(call), error_message(call) FROM (VALUES
+    ($$SELECT pay_claim('AR-FAILED', 10, 'EUR')$$),
+    ($$SELECT pay_begin('AR-INIT', 10, 'EUR')$$),
+    ($$SELECT pay_claim('AR-SUCCESS', 11, 'EUR')$$),
+    ($$SELECT pay_succeed('AR-SUCCESS', 'REF-AR-SUCCESS', 1)$$),
+    ($$SELECT pay_fail('AR-FAILED', 'late', 1)$$),
+    ($$SELECT pay_reset('AR-FAILED', 'retry')$$),
+    ($$SELECT pay_refund_open('AR-REFUNDED', 'R2', 1)$$)) AS c(call);
+-- the guard: no raw statement brings an archived key or business action
+-- back, and the archive keeps its rows
+SELECT outcome($$INSERT INTO pay_ledger (bizno, status, amount, currency)
+                 VALUES ('AR-SUCCESS', 'INIT', 10, 'EUR')$$) AS raw_insert,
+       outcome(format($$INSERT INTO pay_ledger (bizno, status, amount, currency)
+                        VALUES (pay_bizno('ARCH', 'ORDER-1'), 'INIT', 12.50, 'EUR')$$)) AS raw_insert_order,
+       outcome($$UPDATE pay_ledger_archive SET status = 'FAILED' WHERE bizno = 'AR-SUCCESS'$$) AS rewrite_archive,
+       outcome($$DELETE FROM pay_journal_archive$$) AS delete_archive,
+       outcome($$TRUNCATE pay_ledger_archive$$) AS truncate_archive,
+       outcome($$DELETE FROM pay_journal WHERE bizno = 'AR-PROCESSING'$$) AS delete_journal,
+       outcome($$DELETE FROM pay_ledger WHERE bizno = 'AR-REFUNDING'$$) AS delete_settled;
+
+-- 4. The month dumped and dropped: what was archived is refused, however late.
+DROP TABLE pay_ledger_archive_2025_03, pay_journal_archive_2025_03;
+SELECT to_char(month, 'YYYY-MM') AS month, payments, kept, problem FROM pay_archive_verify();
+SELECT call, outcome(call), error_message(call) FROM (VALUES
+    ($$SELECT pay_claim('AR-SUCCESS', 10, 'EUR')$$),
+    ($$SELECT pay_begin('AR-FAILED', 10, 'EUR')$$),
+    ($$SELECT pay_open('ARCH', 'ORDER-1', 12.50, 'EUR')$$),
+    ($$SELECT pay_open_claim('ARCH', 'ORDER-1', 12.50, 'EUR')$$),
+    ($$SELECT pay_claim('AR-REFUNDED', 10, 'EUR')$$),
+    ($$SELECT pay_refund_open('AR-REFUNDED', 'R2', 1)$$),
+    ($$SELECT pay_succeed('AR-SUCCESS', 'REF-AR-SUCCESS', 1)$$)) AS c(call);
+SELECT outcome(format($$SELECT pay_claim(%L, 4, 'EUR')$$, :'refund_done')) AS claim_refund;
+SELECT count(*) AS new_rows_for_archived_keys FROM pay_ledger
+WHERE bizno IN ('AR-SUCCESS', 'AR-FAILED', 'AR-INIT', 'AR-REFUNDED', :'order_bizno', :'refund_done')
+   OR (prefix, biz_id) = ('ARCH', 'ORDER-1');
+-- a key never archived is new, as ever
+SELECT (pay_claim('AR-NEW', 10, 'EUR')).action AS new_key;
+SELECT * FROM pay_verify();
+
+-- 5. The counts of pay_stats go on counting what the archive took; the
+-- payments it took are no longer the ledger's.
+SELECT s.status, s.payments = (SELECT count(*) FROM pay_ledger AS l WHERE l.status = s.status) AS payments_counted
+FROM pay_stats AS s ORDER BY s.status;
+SELECT (SELECT sum(transitions) FROM pay_stats_transitions) =
+       (SELECT count(*) FROM pay_journal WHERE from_status IS DISTINCT FROM to_status) +
+       (SELECT sum(n) FROM pay_archive_counts WHERE from_status IS DISTINCT FROM to_status)
+       AS transitions_counted;
+
+DROP OWNED BY regress_archive_app, regress_archive_operator;
+DROP ROLE regress_archive_app;
+DROP ROLE regress_archive_operator;
