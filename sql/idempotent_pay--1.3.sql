@@ -328,6 +328,8 @@ CREATE TABLE @extschema@.pay_journal_archive_default PARTITION OF @extschema@.pa
 CREATE TABLE @extschema@.pay_archive_keys (
     lo                  bigint PRIMARY KEY,
     hashes              bigint[] NOT NULL
+                        CHECK (pg_catalog.array_position(hashes, NULL) IS NULL
+                               AND pg_catalog.array_ndims(hashes) OPERATOR(pg_catalog.=) 1)
 );
 
 COMMENT ON TABLE @extschema@.pay_archive_keys IS
@@ -846,7 +848,7 @@ CREATE FUNCTION @extschema@.pay_archive_add_keys(hashes bigint[])
 RETURNS void
 AS $$
     WITH new AS (
-        SELECT DISTINCT h.h FROM pg_catalog.unnest($1) AS h(h)),
+        SELECT DISTINCT h.h FROM pg_catalog.unnest($1) AS h(h) WHERE h.h IS NOT NULL),
     placed AS (
         SELECT n.h,
                COALESCE((SELECT k.lo FROM @extschema@.pay_archive_keys AS k

@@ -93,8 +93,12 @@ RowHoldsHash(Datum hashes, int64 hash)
 	int			lo = 0;
 	int			hi = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)) - 1;
 
-	if (ARR_HASNULL(array) || ARR_ELEMTYPE(array) != INT8OID)
-		elog(ERROR, "pay_archive_keys holds an array that is not of hashes");
+	/* its CHECK constraint keeps NULLs out; a DBA may have dropped it */
+	if (ARR_HASNULL(array) || ARR_ELEMTYPE(array) != INT8OID || ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pay_archive_keys holds a row that is not a list of hashes"),
+				 errhint("Restore pay_archive_keys from the last dump.")));
 	/* no NULLs: the elements follow the header */
 	items = (const int64 *) ((const char *) array + ARR_OVERHEAD_NONULLS(ARR_NDIM(array)));
 	while (lo <= hi)
