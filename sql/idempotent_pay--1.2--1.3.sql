@@ -262,9 +262,9 @@ COMMENT ON TABLE @extschema@.pay_journal_archive IS
 CREATE TABLE @extschema@.pay_ledger_archive_default PARTITION OF @extschema@.pay_ledger_archive DEFAULT;
 CREATE TABLE @extschema@.pay_journal_archive_default PARTITION OF @extschema@.pay_journal_archive DEFAULT;
 
--- What outlives the archive: a 64-bit hash of every archived bizNo and of
--- every archived business action (prefix || ' ' || biz_id), computed as
--- hashtextextended(key COLLATE "C", 0).  Sorted, packed up to 200 to a row
+-- What outlives the archive: a 64-bit hash of every archived payment --
+-- of its business action for a bizNo of pay_bizno, else of its key
+-- (pay_archive_key_hash).  Sorted, packed up to 200 to a row
 -- (about 8.5 bytes a hash with the row's share): each row holds the hashes
 -- from its lo up to the next row's lo, so that finding one is a probe of
 -- the primary key and a binary search (src/write_archive.c).
@@ -276,7 +276,7 @@ CREATE TABLE @extschema@.pay_archive_keys (
 );
 
 COMMENT ON TABLE @extschema@.pay_archive_keys IS
-'The hashes of every bizNo and business action pay_archive moved out of the ledger, kept when the archive''s partitions are dropped: what refuses a late retry of an archived payment';
+'The hashes of every payment pay_archive moved out of the ledger (pay_archive_key_hash), kept when the archive''s partitions are dropped: what refuses a late retry of an archived payment';
 
 -- What pay_archive moved into each month, which pay_archive_verify checks
 -- the month's partitions against: counts, and digests (the sum of
@@ -374,6 +374,27 @@ ALTER TABLE @extschema@.pay_archive_runs ENABLE ALWAYS TRIGGER pay_archive_runs_
 
 -- Archival (pay_archive): the one sanctioned way settled history leaves the
 -- ledger and the journal.
+
+-- The hash pay_archive_keys keeps of an archived ledger row: of its
+-- business action (prefix || ' ' || biz_id, read from the key) when its key
+-- is a bizNo of pay_bizno -- one business action has one bizNo, and a
+-- refund's bizNo is issued under its payment's --, else of its key.  What
+-- src/write_archive.c computes in C.
+CREATE FUNCTION @extschema@.pay_archive_key_hash(bizno text)
+RETURNS bigint
+AS $$
+    SELECT CASE WHEN @extschema@.pay_bizno_valid($1) THEN
+                    (SELECT pg_catalog.hashtextextended(
+                                (p.prefix OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) p.biz_id)
+                                COLLATE "C", 0)
+                     FROM @extschema@.pay_bizno_parse($1) AS p)
+                ELSE pg_catalog.hashtextextended($1 COLLATE "C", 0)
+           END
+$$
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_archive_key_hash(text) IS
+'The hash pay_archive_keys keeps of an archived ledger row: of its business action for a bizNo of pay_bizno, else of its key';
 
 -- Merge hashes into pay_archive_keys: every row a new hash falls in (the
 -- first row for hashes below it) is read with them, and written again in
@@ -627,15 +648,10 @@ BEGIN
     ON CONFLICT ON CONSTRAINT pay_archive_counts_key
     DO UPDATE SET n = c.n OPERATOR(pg_catalog.+) excluded.n;
 
-    -- what outlives the archive: the hash of each key and business action
+    -- what outlives the archive: the hash of each payment's identity
     hashes := ARRAY(
-        SELECT pg_catalog.hashtextextended(m.bizno COLLATE "C", 0)
-        FROM pg_catalog.unnest(moved) AS m(bizno)
-        UNION ALL
-        SELECT pg_catalog.hashtextextended((l.prefix OPERATOR(pg_catalog.||) ' '
-                                            OPERATOR(pg_catalog.||) l.biz_id) COLLATE "C", 0)
-        FROM @extschema@.pay_ledger AS l
-        WHERE l.bizno OPERATOR(pg_catalog.=) ANY (chosen) AND l.biz_id IS NOT NULL);
+        SELECT @extschema@.pay_archive_key_hash(m.bizno)
+        FROM pg_catalog.unnest(moved) AS m(bizno));
     PERFORM @extschema@.pay_archive_add_keys(hashes);
 
     DELETE FROM @extschema@.pay_journal AS j
@@ -810,7 +826,7 @@ AS $$
     UNION ALL
     SELECT a.bizno, 'archived, but the hash that refuses its late retries is not kept'
     FROM @extschema@.pay_ledger_archive AS a
-    CROSS JOIN LATERAL (SELECT pg_catalog.hashtextextended(a.bizno COLLATE "C", 0) AS h) AS k
+    CROSS JOIN LATERAL (SELECT @extschema@.pay_archive_key_hash(a.bizno) AS h) AS k
     WHERE (SELECT k.h OPERATOR(pg_catalog.=) ANY (r.hashes) FROM @extschema@.pay_archive_keys AS r
            WHERE r.lo OPERATOR(pg_catalog.<=) k.h
            ORDER BY r.lo DESC LIMIT 1) IS NOT TRUE
@@ -1435,7 +1451,8 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_archive_verify(),
     @extschema@.pay_archive_add_keys(bigint[]),
     @extschema@.pay_archive_partitions(date),
-    @extschema@.pay_archive_ready(text, timestamptz, bigint)
+    @extschema@.pay_archive_ready(text, timestamptz, bigint),
+    @extschema@.pay_archive_key_hash(text)
 FROM PUBLIC;
 
 -- What outlives the archive's partitions, and the record of archiving:

@@ -174,11 +174,23 @@ RaiseArchived(Datum bizno, const char *status)
 static bool
 AnswerFromArchive(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 {
-	switch (PayArchiveFind(catalog, bizno, row))
+	Datum		prefix;
+	Datum		biz_id;
+	bool		generated = PayKeyBusinessAction(bizno, &prefix, &biz_id);
+
+	switch (PayArchiveFind(catalog, bizno, !generated, prefix, biz_id, row))
 	{
 		case PAY_NOT_ARCHIVED:
 			return false;
 		case PAY_ARCHIVED_KEPT:
+			if (!PayTextEqual(row->bizno, bizno))
+				ereport(ERROR,
+						(errmsg("business action %s %s was archived under bizNo %s",
+								TextDatumGetCString(prefix), TextDatumGetCString(biz_id),
+								TextDatumGetCString(row->bizno)),
+						 errdetail("bizNo %s was not recorded: one business action has one bizNo.",
+								   TextDatumGetCString(bizno)),
+						 PayReason(PAY_REASON_ARCHIVED)));
 			if (row->status == PAY_SUCCESS)
 				return true;
 			RaiseArchived(bizno, PayStatusName(row->status));
@@ -470,7 +482,6 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 																	   VARSIZE_ANY_EXHDR(prefix),
 																	   VARDATA_ANY(biz_id),
 																	   VARSIZE_ANY_EXHDR(biz_id))));
-		PayArchiveCheckedNewKey(bizno);
 		inserted = PayLedgerInsert(fcinfo, catalog, bizno, PAY_INIT, amount, conflict);
 		PayArchiveForgetChecked();
 		if (inserted)

@@ -200,9 +200,9 @@ Derive(DerivedColumns *derived, AttrNumber column, Datum value, bool isnull)
 }
 
 /*
- * A new row for a key, or a business action (generated: of parts), that
- * was archived would charge an archived payment again: refused (55000),
- * whoever inserts it.
+ * A new row of an archived payment -- its key, or the business action of
+ * a bizNo of pay_bizno (generated: of parts), a refund's being its
+ * payment's -- would charge it again: refused (55000), whoever inserts it.
  */
 static void
 RefuseArchived(const PayCatalog *catalog, text *bizno, bool generated, const BiznoParts *parts)
@@ -243,8 +243,8 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, HeapTuple tuple, Datum n
 
 	is_refund = col[LEDGER_PARENT] != InvalidAttrNumber &&
 		!heap_attisnull(tuple, col[LEDGER_PARENT], RelationGetDescr(rel));
-	generated = generated && !is_refund;
 	RefuseArchived(catalog, bizno, generated, &parts);
+	generated = generated && !is_refund;
 	derived->check_refund = is_refund;
 	derived->entering_processing = status == PAY_PROCESSING;
 

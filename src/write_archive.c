@@ -6,8 +6,9 @@
  *	  transaction moved into the archive.
  *
  * pay_archive moves settled payments into pay_ledger_archive and
- * pay_journal_archive, and records a 64-bit hash of each archived key and
- * business action (prefix, biz_id) in pay_archive_keys, which outlives the
+ * pay_journal_archive, and records a 64-bit hash of each archived payment's
+ * identity -- its business action (prefix, biz_id) when its key is a bizNo
+ * of pay_bizno, else its key -- in pay_archive_keys, which outlives the
  * archive's partitions: a DBA drops those, the hashes stay, and a late
  * retry of an archived payment is refused however late it comes.  The
  * hashes are packed, sorted, in rows of up to a few hundred, each row
@@ -22,7 +23,7 @@
  * The hash is hashtextextended's with seed 0 over the key's bytes, which
  * SQL computes as pg_catalog.hashtextextended(key COLLATE "C", 0); a
  * business action is hashed as prefix || ' ' || biz_id (no key holds a
- * space, so the two never meet).  Two different keys share a hash with a
+ * space, so the two never meet): pay_archive_key_hash in SQL.  Two different keys share a hash with a
  * probability of one in 2^64 per archived key: such a new key would be
  * refused as archived, never charged twice.
  *
@@ -156,89 +157,100 @@ ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
 }
 
 /*
- * The key the API found absent from the archive just before inserting it
- * (and, when checked_order, the business action too): the ledger's trigger
- * need not look again for the row it inserts.
+ * The hash pay_archive_keys holds for a payment: of its business action
+ * when its key is a bizNo of pay_bizno (order_null false) -- one business
+ * action has one bizNo, and a refund's bizNo is issued under its payment's,
+ * so one hash answers for the payment, its refunds and any other bizNo of
+ * the same action --, else of the key itself.
  */
-static uint64 checked_key_hash;
-static bool checked_key_valid = false;
-static bool checked_order = false;
+static uint64
+IdentityHash(Datum bizno, bool order_null, Datum prefix, Datum biz_id)
+{
+	return order_null ? PayArchiveKeyHash(bizno) : PayArchiveOrderHash(prefix, biz_id);
+}
 
 /*
- * Whether bizno was archived: PAY_NOT_ARCHIVED (and the row the API
- * inserts next need not be looked up again), PAY_ARCHIVED_KEPT with the
- * archived row in *row, or PAY_ARCHIVED_DROPPED when its partition is
- * gone.  Call it inside SPI, when the ledger's probe found no row.
+ * The payment the API found absent from the archive just before inserting
+ * its row: the ledger's trigger need not look again for that row.
+ */
+static uint64 checked_hash;
+static bool checked_valid = false;
+
+static void
+RememberChecked(uint64 hash)
+{
+	checked_hash = hash;
+	checked_valid = true;
+}
+
+/*
+ * Whether the payment of bizno was archived (order_null, prefix, biz_id:
+ * its business action, as its key names it): PAY_NOT_ARCHIVED, and the row
+ * the API inserts next need not be looked up again; PAY_ARCHIVED_KEPT with
+ * the archived row in *row -- of this bizNo, or of the business action
+ * under another bizNo --; PAY_ARCHIVED_DROPPED when its month is gone.
+ * Call it inside SPI, when the ledger's probe found no row.
  */
 PayArchived
-PayArchiveFind(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
+PayArchiveFind(const PayCatalog *catalog, Datum bizno, bool order_null, Datum prefix,
+			   Datum biz_id, LedgerRow *row)
 {
-	uint64		hash = PayArchiveKeyHash(bizno);
+	uint64		hash = IdentityHash(bizno, order_null, prefix, biz_id);
 
 	if (!ArchiveHoldsHash(catalog, hash))
 	{
-		checked_key_hash = hash;
-		checked_key_valid = true;
-		checked_order = false;
+		RememberChecked(hash);
 		return PAY_NOT_ARCHIVED;
 	}
-	return PaySqlFindArchived(catalog, bizno, row) ? PAY_ARCHIVED_KEPT : PAY_ARCHIVED_DROPPED;
+	if (PaySqlFindArchived(catalog, bizno, row) ||
+		(!order_null && PaySqlFindArchivedOrder(catalog, prefix, biz_id, row)))
+		return PAY_ARCHIVED_KEPT;
+	return PAY_ARCHIVED_DROPPED;
 }
 
 /* The same for business action (prefix, biz_id); *row has its bizno. */
 PayArchived
 PayArchiveFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, LedgerRow *row)
 {
-	if (!ArchiveHoldsHash(catalog, PayArchiveOrderHash(prefix, biz_id)))
+	uint64		hash = PayArchiveOrderHash(prefix, biz_id);
+
+	if (!ArchiveHoldsHash(catalog, hash))
+	{
+		RememberChecked(hash);
 		return PAY_NOT_ARCHIVED;
+	}
 	return PaySqlFindArchivedOrder(catalog, prefix, biz_id, row) ?
 		PAY_ARCHIVED_KEPT : PAY_ARCHIVED_DROPPED;
 }
 
-/* Whether bizno was archived, kept or not: for the errors of the API. */
+/* Whether the payment of bizno was archived, kept or not. */
 bool
-PayArchiveHolds(const PayCatalog *catalog, Datum bizno)
+PayArchiveHolds(const PayCatalog *catalog, Datum bizno, bool order_null, Datum prefix,
+				Datum biz_id)
 {
-	return ArchiveHoldsHash(catalog, PayArchiveKeyHash(bizno));
+	return ArchiveHoldsHash(catalog, IdentityHash(bizno, order_null, prefix, biz_id));
 }
 
-/*
- * bizno was just issued for a business action PayArchiveFindOrder found
- * absent from the archive: a new bizNo is in no archive, and the row the
- * API inserts next need not be looked up again.
- */
-void
-PayArchiveCheckedNewKey(Datum bizno)
-{
-	checked_key_hash = PayArchiveKeyHash(bizno);
-	checked_key_valid = true;
-	checked_order = true;
-}
-
-/* Forget the key found absent: the API's insert is over. */
+/* Forget the payment found absent: the API's insert is over. */
 void
 PayArchiveForgetChecked(void)
 {
-	checked_key_valid = false;
+	checked_valid = false;
 }
 
 /*
- * Whether a new ledger row's key or business action (order_null: none) was
- * archived; the row the API just checked is not looked up again.
+ * Whether a new ledger row's payment was archived; the row the API just
+ * checked is not looked up again.
  */
 bool
 PayArchiveHoldsNewRow(const PayCatalog *catalog, Datum bizno, bool order_null,
 					  Datum prefix, Datum biz_id)
 {
-	uint64		hash = PayArchiveKeyHash(bizno);
-	bool		checked = checked_key_valid && checked_key_hash == hash;
+	uint64		hash = IdentityHash(bizno, order_null, prefix, biz_id);
+	bool		checked = checked_valid && checked_hash == hash;
 
-	checked_key_valid = false;
-	if (!checked && ArchiveHoldsHash(catalog, hash))
-		return true;
-	if (order_null || (checked && checked_order))
-		return false;
-	return ArchiveHoldsHash(catalog, PayArchiveOrderHash(prefix, biz_id));
+	checked_valid = false;
+	return !checked && ArchiveHoldsHash(catalog, hash);
 }
 
 /* The rows this transaction moved into the archive, by kind and key. */
