@@ -1289,9 +1289,12 @@ AS $$
     FROM @extschema@.pay_second_charges() AS c
     WHERE NOT c.confirmed
     UNION ALL
-    SELECT a.bizno, 'archived, and in the ledger too'
-    FROM @extschema@.pay_ledger_archive AS a
-    JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) a.bizno
+    SELECT l.bizno, 'in the ledger, but its payment was archived: a second charge of it'
+    FROM @extschema@.pay_ledger AS l
+    CROSS JOIN LATERAL (SELECT @extschema@.pay_archive_key_hash(l.bizno) AS h) AS k
+    WHERE (SELECT k.h OPERATOR(pg_catalog.=) ANY (r.hashes) FROM @extschema@.pay_archive_keys AS r
+           WHERE r.lo OPERATOR(pg_catalog.<=) k.h
+           ORDER BY r.lo DESC LIMIT 1)
     UNION ALL
     SELECT a.bizno, 'archived, but the hash that refuses its late retries is not kept'
     FROM @extschema@.pay_ledger_archive AS a
@@ -1700,6 +1703,12 @@ DECLARE
 BEGIN
     IF pg_catalog.current_setting('transaction_read_only')::boolean
        OR pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
+        RETURN false;
+    END IF;
+    -- A transaction that wrote already may have written journal rows: a fold
+    -- would count them, in a snapshot that does not show its own
+    -- transaction, and every reader would count them again.
+    IF pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL THEN
         RETURN false;
     END IF;
     IF @extschema@.pay_stats_subscribed() THEN

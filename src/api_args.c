@@ -26,25 +26,6 @@ PayKeyDescription(Datum bizno)
 }
 
 /*
- * The business action key names: true, with *prefix and *biz_id, for a
- * bizNo of pay_bizno; false for a key of another system.
- */
-bool
-PayKeyBusinessAction(Datum key, Datum *prefix, Datum *biz_id)
-{
-	BiznoParts	parts;
-
-	if (!BiznoCheckKey(DatumGetTextPP(key), &parts))
-	{
-		*prefix = *biz_id = (Datum) 0;
-		return false;
-	}
-	*prefix = PointerGetDatum(cstring_to_text_with_len(parts.prefix, parts.prefix_len));
-	*biz_id = PointerGetDatum(cstring_to_text_with_len(parts.biz_id, parts.biz_id_len));
-	return true;
-}
-
-/*
  * Refuse a call for a payment the ledger does not have: P0002, or 55000
  * when it was archived (its settlement is over; nothing more happens to it).
  * Call it inside SPI.
@@ -52,11 +33,7 @@ PayKeyBusinessAction(Datum key, Datum *prefix, Datum *biz_id)
 void
 PayRaiseUnknownPayment(const PayCatalog *catalog, Datum bizno)
 {
-	Datum		prefix;
-	Datum		biz_id;
-	bool		generated = PayKeyBusinessAction(bizno, &prefix, &biz_id);
-
-	if (PayArchiveHolds(catalog, bizno, !generated, prefix, biz_id))
+	if (PayArchiveHolds(catalog, bizno))
 		ereport(ERROR,
 				(errmsg("payment %s was archived", TextDatumGetCString(bizno)),
 				 errdetail("An archived payment is settled for good: it is not charged, settled or refunded again."),

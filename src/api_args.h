@@ -24,7 +24,6 @@ extern PaymentAmount PayAmountArguments(FunctionCallInfo fcinfo, int amount_arg,
 										int currency_arg, PayApi api);
 
 extern const char *PayKeyDescription(Datum bizno);
-extern bool PayKeyBusinessAction(Datum key, Datum *prefix, Datum *biz_id);
 extern void PayRaiseUnknownPayment(const PayCatalog *catalog, Datum bizno);
 extern bool PayTextEqual(Datum a, Datum b);
 extern bool PayAmountFieldDiffers(const LedgerRow *row, const PaymentAmount *amount);

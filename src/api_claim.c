@@ -174,20 +174,15 @@ RaiseArchived(Datum bizno, const char *status)
 static bool
 AnswerFromArchive(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 {
-	Datum		prefix;
-	Datum		biz_id;
-	bool		generated = PayKeyBusinessAction(bizno, &prefix, &biz_id);
-
-	switch (PayArchiveFind(catalog, bizno, !generated, prefix, biz_id, row))
+	switch (PayArchiveFind(catalog, bizno, row))
 	{
 		case PAY_NOT_ARCHIVED:
 			return false;
 		case PAY_ARCHIVED_KEPT:
 			if (!PayTextEqual(row->bizno, bizno))
 				ereport(ERROR,
-						(errmsg("business action %s %s was archived under bizNo %s",
-								TextDatumGetCString(prefix), TextDatumGetCString(biz_id),
-								TextDatumGetCString(row->bizno)),
+						(errmsg("the business action of %s was archived under bizNo %s",
+								TextDatumGetCString(bizno), TextDatumGetCString(row->bizno)),
 						 errdetail("bizNo %s was not recorded: one business action has one bizNo.",
 								   TextDatumGetCString(bizno)),
 						 PayReason(PAY_REASON_ARCHIVED)));
@@ -465,10 +460,15 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 			case PAY_NOT_ARCHIVED:
 				break;
 			case PAY_ARCHIVED_KEPT:
-				/* its bizNo, which a claim answers from the archive */
-				if (row.status != PAY_SUCCESS)
-					RaiseArchived(row.bizno, PayStatusName(row.status));
-				ApplyAmount(catalog, row.bizno, &row, amount, api);
+
+				/*
+				 * Its bizNo, which a claim answers from the archive; a
+				 * success keeps its amount, as in the ledger.  Any other
+				 * archived payment is never charged again: its amount no
+				 * longer matters.
+				 */
+				if (row.status == PAY_SUCCESS)
+					ApplyAmount(catalog, row.bizno, &row, amount, api);
 				return SPI_datumTransfer(row.bizno, false, -1);
 			case PAY_ARCHIVED_DROPPED:
 				ereport(ERROR,

@@ -43,6 +43,7 @@
 #include "reason.h"
 #include "refund.h"
 #include "trigger_common.h"
+#include "write.h"
 
 /* The queries of the checks, in the order of check_queries. */
 typedef enum RefundCheck
@@ -193,6 +194,12 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 	ret = SPI_execute_plan(check_plans[CHECK_LOCK_PARENT], &parent, NULL, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0 && PayArchiveHolds(catalog, parent))
+		ereport(ERROR,
+				(errmsg("refund %s names payment %s, which was archived",
+						refund, TextDatumGetCString(parent)),
+				 errdetail("An archived payment is settled for good: it is not refunded again."),
+				 PayReason(PAY_REASON_ARCHIVED)));
 	if (SPI_processed == 0)
 		RaiseBadParent(rel, PAY_REASON_REFUND_UNKNOWN_PARENT,
 					   psprintf("refund %s names payment %s, which the ledger does not have",

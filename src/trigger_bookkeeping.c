@@ -201,21 +201,13 @@ Derive(DerivedColumns *derived, AttrNumber column, Datum value, bool isnull)
 
 /*
  * A new row of an archived payment -- its key, or the business action of
- * a bizNo of pay_bizno (generated: of parts), a refund's being its
- * payment's -- would charge it again: refused (55000), whoever inserts it.
+ * a bizNo of pay_bizno, a refund's being its payment's -- would charge it
+ * again: refused (55000), whoever inserts it.
  */
 static void
-RefuseArchived(const PayCatalog *catalog, text *bizno, bool generated, const BiznoParts *parts)
+RefuseArchived(const PayCatalog *catalog, text *bizno)
 {
-	Datum		prefix = 0;
-	Datum		biz_id = 0;
-
-	if (generated)
-	{
-		prefix = PointerGetDatum(cstring_to_text_with_len(parts->prefix, parts->prefix_len));
-		biz_id = PointerGetDatum(cstring_to_text_with_len(parts->biz_id, parts->biz_id_len));
-	}
-	if (PayArchiveHoldsNewRow(catalog, PointerGetDatum(bizno), !generated, prefix, biz_id))
+	if (PayArchiveHoldsNewRow(catalog, PointerGetDatum(bizno)))
 		ereport(ERROR,
 				(errmsg("payment %s was archived", text_to_cstring(bizno)),
 				 errdetail("The archive holds this bizNo or its business action; a new row would charge it again."),
@@ -243,7 +235,7 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, HeapTuple tuple, Datum n
 
 	is_refund = col[LEDGER_PARENT] != InvalidAttrNumber &&
 		!heap_attisnull(tuple, col[LEDGER_PARENT], RelationGetDescr(rel));
-	RefuseArchived(catalog, bizno, generated, &parts);
+	RefuseArchived(catalog, bizno);
 	generated = generated && !is_refund;
 	derived->check_refund = is_refund;
 	derived->entering_processing = status == PAY_PROCESSING;

@@ -47,11 +47,13 @@
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "bizno_format.h"
 #include "compat.h"
 #include "write.h"
 #include "write_sql.h"
@@ -117,26 +119,17 @@ RowHoldsHash(Datum hashes, int64 hash)
 }
 
 /*
- * Whether pay_archive_keys holds hash: the last row whose lo is at or below
- * it, found through the primary key, holds it or no row does.
+ * Whether the row of pay_archive_keys visible to snapshot whose lo is the
+ * last at or below hash holds it.
  */
 static bool
-ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
+ScanForHash(Relation keys, Relation pkey, TupleTableSlot *slot, Snapshot snapshot, uint64 hash)
 {
-	Relation	keys;
-	Relation	pkey;
 	IndexScanDesc scan;
 	ScanKeyData key;
-	TupleTableSlot *slot;
 	bool		found = false;
 
-	if (!OidIsValid(catalog->archive_keys))
-		return false;			/* an installation of 1.2 or older */
-
-	keys = table_open(catalog->archive_keys, AccessShareLock);
-	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
-	slot = table_slot_create(keys, NULL);
-	PushActiveSnapshot(GetTransactionSnapshot());
+	PushActiveSnapshot(snapshot);
 	ScanKeyEntryInitialize(&key, 0, 1, BTLessEqualStrategyNumber, InvalidOid,
 						   InvalidOid, F_INT8LE, Int64GetDatum((int64) hash));
 	scan = PayIndexBeginScan(keys, pkey, GetActiveSnapshot(), 1, 0);
@@ -150,6 +143,43 @@ ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
 	}
 	index_endscan(scan);
 	PopActiveSnapshot();
+	return found;
+}
+
+/*
+ * Whether pay_archive_keys holds hash: the last row whose lo is at or below
+ * it, found through the primary key, holds it or no row does.
+ */
+static bool
+ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
+{
+	Relation	keys;
+	Relation	pkey;
+	TupleTableSlot *slot;
+	bool		found;
+
+	if (!OidIsValid(catalog->archive_keys))
+		return false;			/* an installation of 1.2 or older */
+
+	keys = table_open(catalog->archive_keys, AccessShareLock);
+	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
+	slot = table_slot_create(keys, NULL);
+	found = ScanForHash(keys, pkey, slot, GetTransactionSnapshot(), hash);
+
+	/*
+	 * Under REPEATABLE READ and SERIALIZABLE the transaction's snapshot may
+	 * predate an archive that committed since: its payment is gone from the
+	 * ledger, its hash invisible.  Looked up past the snapshot, as a unique
+	 * check looks, such a hash is a concurrent change: the transaction is
+	 * retried, and then answered from the archive.
+	 */
+	if (!found && IsolationUsesXactSnapshot() &&
+		ScanForHash(keys, pkey, slot, GetLatestSnapshot(), hash))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to a concurrent pay_archive"),
+				 errdetail("The payment was archived after this transaction's snapshot was taken."),
+				 errhint("Retry the whole transaction: the archive will answer.")));
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(pkey, NoLock);	/* held to the end, as a SELECT holds it */
 	table_close(keys, NoLock);
@@ -157,16 +187,40 @@ ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
 }
 
 /*
- * The hash pay_archive_keys holds for a payment: of its business action
- * when its key is a bizNo of pay_bizno (order_null false) -- one business
- * action has one bizNo, and a refund's bizNo is issued under its payment's,
- * so one hash answers for the payment, its refunds and any other bizNo of
- * the same action --, else of the key itself.
+ * The business action a key names, when it is a bizNo of pay_bizno: true,
+ * with *prefix and *biz_id.  The parser is the pure one every check of a
+ * key uses; a key of another system names none.
+ */
+static bool
+KeyBusinessAction(Datum key, Datum *prefix, Datum *biz_id)
+{
+	text	   *t = DatumGetTextPP(key);
+	BiznoParts	parts;
+	char		expected_check;
+
+	if (bizno_parse(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), &parts, &expected_check) != BIZNO_VALID)
+		return false;
+	*prefix = PointerGetDatum(cstring_to_text_with_len(parts.prefix, parts.prefix_len));
+	*biz_id = PointerGetDatum(cstring_to_text_with_len(parts.biz_id, parts.biz_id_len));
+	return true;
+}
+
+/*
+ * The hash pay_archive_keys holds for the payment of key: of its business
+ * action when the key is a bizNo of pay_bizno -- one business action has
+ * one bizNo, and a refund's bizNo is issued under its payment's, so one
+ * hash answers for the payment, its refunds and any other bizNo of the
+ * same action --, else of the key itself.
  */
 static uint64
-IdentityHash(Datum bizno, bool order_null, Datum prefix, Datum biz_id)
+IdentityHash(Datum key)
 {
-	return order_null ? PayArchiveKeyHash(bizno) : PayArchiveOrderHash(prefix, biz_id);
+	Datum		prefix;
+	Datum		biz_id;
+
+	if (KeyBusinessAction(key, &prefix, &biz_id))
+		return PayArchiveOrderHash(prefix, biz_id);
+	return PayArchiveKeyHash(key);
 }
 
 /*
@@ -184,18 +238,18 @@ RememberChecked(uint64 hash)
 }
 
 /*
- * Whether the payment of bizno was archived (order_null, prefix, biz_id:
- * its business action, as its key names it): PAY_NOT_ARCHIVED, and the row
+ * Whether the payment of bizno was archived: PAY_NOT_ARCHIVED, and the row
  * the API inserts next need not be looked up again; PAY_ARCHIVED_KEPT with
  * the archived row in *row -- of this bizNo, or of the business action
  * under another bizNo --; PAY_ARCHIVED_DROPPED when its month is gone.
  * Call it inside SPI, when the ledger's probe found no row.
  */
 PayArchived
-PayArchiveFind(const PayCatalog *catalog, Datum bizno, bool order_null, Datum prefix,
-			   Datum biz_id, LedgerRow *row)
+PayArchiveFind(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 {
-	uint64		hash = IdentityHash(bizno, order_null, prefix, biz_id);
+	uint64		hash = IdentityHash(bizno);
+	Datum		prefix;
+	Datum		biz_id;
 
 	if (!ArchiveHoldsHash(catalog, hash))
 	{
@@ -203,7 +257,8 @@ PayArchiveFind(const PayCatalog *catalog, Datum bizno, bool order_null, Datum pr
 		return PAY_NOT_ARCHIVED;
 	}
 	if (PaySqlFindArchived(catalog, bizno, row) ||
-		(!order_null && PaySqlFindArchivedOrder(catalog, prefix, biz_id, row)))
+		(KeyBusinessAction(bizno, &prefix, &biz_id) &&
+		 PaySqlFindArchivedOrder(catalog, prefix, biz_id, row)))
 		return PAY_ARCHIVED_KEPT;
 	return PAY_ARCHIVED_DROPPED;
 }
@@ -225,10 +280,9 @@ PayArchiveFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, Ledge
 
 /* Whether the payment of bizno was archived, kept or not. */
 bool
-PayArchiveHolds(const PayCatalog *catalog, Datum bizno, bool order_null, Datum prefix,
-				Datum biz_id)
+PayArchiveHolds(const PayCatalog *catalog, Datum bizno)
 {
-	return ArchiveHoldsHash(catalog, IdentityHash(bizno, order_null, prefix, biz_id));
+	return ArchiveHoldsHash(catalog, IdentityHash(bizno));
 }
 
 /* Forget the payment found absent: the API's insert is over. */
@@ -243,10 +297,9 @@ PayArchiveForgetChecked(void)
  * checked is not looked up again.
  */
 bool
-PayArchiveHoldsNewRow(const PayCatalog *catalog, Datum bizno, bool order_null,
-					  Datum prefix, Datum biz_id)
+PayArchiveHoldsNewRow(const PayCatalog *catalog, Datum bizno)
 {
-	uint64		hash = IdentityHash(bizno, order_null, prefix, biz_id);
+	uint64		hash = IdentityHash(bizno);
 	bool		checked = checked_valid && checked_hash == hash;
 
 	checked_valid = false;
