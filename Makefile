@@ -16,6 +16,7 @@ OBJS = \
 	src/api_claim.o \
 	src/api_refund.o \
 	src/api_settle.o \
+	src/api_archive.o \
 	src/bizno.o \
 	src/lifecycle.o \
 	src/route.o \
@@ -50,7 +51,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql) \
 REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive upgrade version13
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
-ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated
+ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers

@@ -277,13 +277,8 @@ CREATE TABLE @extschema@.pay_ledger_archive (
     refund_key          text,
     response            jsonb,
     month               date NOT NULL,
-    archived_at         timestamptz NOT NULL,
-    CONSTRAINT pay_ledger_archive_pkey PRIMARY KEY (bizno, month)
+    archived_at         timestamptz NOT NULL
 ) PARTITION BY RANGE (month);
-
--- pay_open's late retry finds an archived business action through it.
-CREATE INDEX pay_ledger_archive_order_idx ON @extschema@.pay_ledger_archive (prefix, biz_id)
-    WHERE biz_id IS NOT NULL;
 
 COMMENT ON TABLE @extschema@.pay_ledger_archive IS
 'Settled payments and their refunds moved out of pay_ledger by pay_archive, a partition per month of the payment''s last change; append-only, removed a month at a time with DROP TABLE';
@@ -302,11 +297,8 @@ CREATE TABLE @extschema@.pay_journal_archive (
     txid                xid8 NOT NULL,
     actor               text NOT NULL,
     note                text,
-    month               date NOT NULL,
-    CONSTRAINT pay_journal_archive_pkey PRIMARY KEY (seq, month)
+    month               date NOT NULL
 ) PARTITION BY RANGE (month);
-
-CREATE INDEX pay_journal_archive_bizno_seq_idx ON @extschema@.pay_journal_archive (bizno, seq);
 
 COMMENT ON TABLE @extschema@.pay_journal_archive IS
 'The journal rows of the payments in pay_ledger_archive, in their payment''s month; append-only';
@@ -316,8 +308,17 @@ COMMENT ON TABLE @extschema@.pay_journal_archive IS
 -- replica's apply of pay_archive's rows, published through the partitioned
 -- tables (publish_via_partition_root), where the month's partitions were
 -- never created.
+--
+-- The keys and indexes are each partition's own (pay_archive_partitions
+-- makes them), not the partitioned tables': those belong to the extension,
+-- and a restore of pg_dump's output, attaching a month's partition to them,
+-- would create the indexes a second time beside the dumped ones.
 CREATE TABLE @extschema@.pay_ledger_archive_default PARTITION OF @extschema@.pay_ledger_archive DEFAULT;
 CREATE TABLE @extschema@.pay_journal_archive_default PARTITION OF @extschema@.pay_journal_archive DEFAULT;
+ALTER TABLE @extschema@.pay_ledger_archive_default ADD PRIMARY KEY (bizno);
+CREATE INDEX ON @extschema@.pay_ledger_archive_default (prefix, biz_id) WHERE biz_id IS NOT NULL;
+ALTER TABLE @extschema@.pay_journal_archive_default ADD PRIMARY KEY (seq);
+CREATE INDEX ON @extschema@.pay_journal_archive_default (bizno, seq);
 
 -- What outlives the archive: a 64-bit hash of every archived payment --
 -- of its business action for a bizNo of pay_bizno, else of its key
@@ -485,7 +486,7 @@ CREATE TRIGGER pay_ledger_archive_guard_truncate
     BEFORE TRUNCATE ON @extschema@.pay_ledger_archive
     FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
 CREATE TRIGGER pay_ledger_archive_moved
-    AFTER INSERT ON @extschema@.pay_ledger_archive
+    BEFORE INSERT ON @extschema@.pay_ledger_archive
     FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_archive_moved('ledger');
 CREATE TRIGGER pay_journal_archive_guard
     BEFORE UPDATE OR DELETE ON @extschema@.pay_journal_archive
@@ -494,7 +495,7 @@ CREATE TRIGGER pay_journal_archive_guard_truncate
     BEFORE TRUNCATE ON @extschema@.pay_journal_archive
     FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
 CREATE TRIGGER pay_journal_archive_moved
-    AFTER INSERT ON @extschema@.pay_journal_archive
+    BEFORE INSERT ON @extschema@.pay_journal_archive
     FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_archive_moved('journal');
 CREATE TRIGGER pay_archive_runs_guard
     BEFORE UPDATE OR DELETE ON @extschema@.pay_archive_runs
@@ -844,20 +845,13 @@ COMMENT ON FUNCTION @extschema@.pay_refund_balance(text) IS
 -- The hash pay_archive_keys keeps of an archived ledger row: of its
 -- business action (prefix || ' ' || biz_id, read from the key) when its key
 -- is a bizNo of pay_bizno -- one business action has one bizNo, and a
--- refund's bizNo is issued under its payment's --, else of its key.  What
--- src/write_archive.c computes in C.
+-- refund's bizNo is issued under its payment's --, else of its key; each
+-- hashtextextended(... COLLATE "C", 0).  The C of the claim's lookup
+-- (src/write_archive.c), so that the two never disagree.
 CREATE FUNCTION @extschema@.pay_archive_key_hash(bizno text)
 RETURNS bigint
-AS $$
-    SELECT CASE WHEN @extschema@.pay_bizno_valid($1) THEN
-                    (SELECT pg_catalog.hashtextextended(
-                                (p.prefix OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) p.biz_id)
-                                COLLATE "C", 0)
-                     FROM @extschema@.pay_bizno_parse($1) AS p)
-                ELSE pg_catalog.hashtextextended($1 COLLATE "C", 0)
-           END
-$$
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = @extschema@, pg_temp;
+AS 'MODULE_PATHNAME', 'pay_archive_key_hash'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION @extschema@.pay_archive_key_hash(text) IS
 'The hash pay_archive_keys keeps of an archived ledger row: of its business action for a bizNo of pay_bizno, else of its key';
@@ -870,13 +864,18 @@ RETURNS void
 AS $$
     WITH new AS (
         SELECT DISTINCT h.h FROM pg_catalog.unnest($1) AS h(h) WHERE h.h IS NOT NULL),
+    -- each new hash after the rows' lo in one order: the row it falls in
+    -- is the last lo before it
+    marks AS (
+        SELECT k.lo AS v, k.lo FROM @extschema@.pay_archive_keys AS k
+        UNION ALL
+        SELECT n.h, NULL FROM new AS n),
     placed AS (
-        SELECT n.h,
-               COALESCE((SELECT k.lo FROM @extschema@.pay_archive_keys AS k
-                         WHERE k.lo OPERATOR(pg_catalog.<=) n.h
-                         ORDER BY k.lo DESC LIMIT 1),
-                        (SELECT pg_catalog.min(k.lo) FROM @extschema@.pay_archive_keys AS k)) AS lo
-        FROM new AS n),
+        SELECT m.h, COALESCE(m.lo, (SELECT pg_catalog.min(k.lo) FROM @extschema@.pay_archive_keys AS k)) AS lo
+        FROM (SELECT m.v AS h, m.lo IS NULL AS is_new,
+                     pg_catalog.max(m.lo) OVER (ORDER BY m.v, m.lo NULLS LAST ROWS UNBOUNDED PRECEDING) AS lo
+              FROM marks AS m) AS m
+        WHERE m.is_new),
     touched AS (
         DELETE FROM @extschema@.pay_archive_keys AS k
         WHERE k.lo OPERATOR(pg_catalog.=) ANY (SELECT p.lo FROM placed AS p)
@@ -910,24 +909,28 @@ RETURNS void
 AS $$
 DECLARE
     suffix text := pg_catalog.to_char(month, 'YYYY_MM');
+    ledger_part text := 'pay_ledger_archive_' OPERATOR(pg_catalog.||) suffix;
+    journal_part text := 'pay_journal_archive_' OPERATOR(pg_catalog.||) suffix;
+    bounds text := pg_catalog.format('FOR VALUES FROM (%L) TO (%L)', month,
+                                     month OPERATOR(pg_catalog.+) '1 month'::interval);
 BEGIN
-    IF pg_catalog.to_regclass('@extschema@.pay_ledger_archive_' OPERATOR(pg_catalog.||) suffix) IS NOT NULL
-       AND pg_catalog.to_regclass('@extschema@.pay_journal_archive_' OPERATOR(pg_catalog.||) suffix) IS NOT NULL THEN
-        RETURN;
+    -- a month holds a payment once, and a journal row once; pay_open's late
+    -- retry finds an archived business action through the second index
+    IF pg_catalog.to_regclass('@extschema@.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(ledger_part)) IS NULL THEN
+        EXECUTE pg_catalog.format('CREATE TABLE @extschema@.%I PARTITION OF @extschema@.pay_ledger_archive %s',
+                                  ledger_part, bounds);
+        EXECUTE pg_catalog.format('ALTER TABLE @extschema@.%I ADD PRIMARY KEY (bizno)', ledger_part);
+        EXECUTE pg_catalog.format('CREATE INDEX ON @extschema@.%I (prefix, biz_id) WHERE biz_id IS NOT NULL',
+                                  ledger_part);
+        EXECUTE pg_catalog.format('REVOKE ALL ON @extschema@.%I FROM PUBLIC', ledger_part);
     END IF;
-    EXECUTE pg_catalog.format(
-        'CREATE TABLE IF NOT EXISTS @extschema@.%I PARTITION OF @extschema@.pay_ledger_archive '
-        'FOR VALUES FROM (%L) TO (%L)',
-        'pay_ledger_archive_' OPERATOR(pg_catalog.||) suffix, month,
-        month OPERATOR(pg_catalog.+) '1 month'::interval);
-    EXECUTE pg_catalog.format(
-        'CREATE TABLE IF NOT EXISTS @extschema@.%I PARTITION OF @extschema@.pay_journal_archive '
-        'FOR VALUES FROM (%L) TO (%L)',
-        'pay_journal_archive_' OPERATOR(pg_catalog.||) suffix, month,
-        month OPERATOR(pg_catalog.+) '1 month'::interval);
-    EXECUTE pg_catalog.format('REVOKE ALL ON @extschema@.%I, @extschema@.%I FROM PUBLIC',
-        'pay_ledger_archive_' OPERATOR(pg_catalog.||) suffix,
-        'pay_journal_archive_' OPERATOR(pg_catalog.||) suffix);
+    IF pg_catalog.to_regclass('@extschema@.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(journal_part)) IS NULL THEN
+        EXECUTE pg_catalog.format('CREATE TABLE @extschema@.%I PARTITION OF @extschema@.pay_journal_archive %s',
+                                  journal_part, bounds);
+        EXECUTE pg_catalog.format('ALTER TABLE @extschema@.%I ADD PRIMARY KEY (seq)', journal_part);
+        EXECUTE pg_catalog.format('CREATE INDEX ON @extschema@.%I (bizno, seq)', journal_part);
+        EXECUTE pg_catalog.format('REVOKE ALL ON @extschema@.%I FROM PUBLIC', journal_part);
+    END IF;
 END
 $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
@@ -935,39 +938,40 @@ LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 COMMENT ON FUNCTION @extschema@.pay_archive_partitions(date) IS
 'Create the partitions of the archive for a month, pay_ledger_archive_YYYY_MM and pay_journal_archive_YYYY_MM (pay_archive)';
 
--- Whether payment bizno may be archived, besides its own row being settled
--- before "before": each refund settled before it too, no second charge
--- the bank reported that no statement confirmed (it still needs a refund at
--- the bank), and, while pay_stats keeps counts, every journal row of it
--- folded into them (numbered below folded_below).
-CREATE FUNCTION @extschema@.pay_archive_ready(bizno text, before timestamptz, folded_below bigint)
-RETURNS boolean
+-- The payments pay_archive must leave, whatever their own rows say: those
+-- with a refund not settled, or settled at or after "before"; those with a
+-- second charge the bank reported that no statement confirmed (it still
+-- needs a refund at the bank); and, while pay_stats keeps counts, those
+-- with a journal row (theirs or a refund's) not folded into them yet,
+-- numbered from folded_below on.  The second charges are read for the
+-- candidates only, through the journal's index on bizno: pay_archive asks
+-- for them once it holds its candidates (before that, with none).
+CREATE FUNCTION @extschema@.pay_archive_unready(before timestamptz, folded_below bigint,
+                                                candidates text[])
+RETURNS SETOF text
 AS $$
-    SELECT NOT EXISTS (
-               SELECT FROM @extschema@.pay_ledger AS r
-               WHERE r.parent OPERATOR(pg_catalog.=) $1
-                 AND (r.status OPERATOR(pg_catalog.<>) ALL
-                          (ARRAY['SUCCESS', 'FAILED']::@extschema@.pay_status[])
-                      OR r.updated_at OPERATOR(pg_catalog.>=) $2))
-       AND NOT EXISTS (
-               SELECT FROM @extschema@.pay_journal AS j
-               WHERE j.bizno OPERATOR(pg_catalog.=) $1
-                 AND j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-                 AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-                 AND j.note LIKE 'second charge%'
-               GROUP BY pg_catalog.substring(j.note, @extschema@.pay_second_charge_reference())
-               HAVING NOT pg_catalog.bool_or(j.note NOT LIKE 'second charge reported: %'))
-       AND ($3 IS NULL OR NOT EXISTS (
-               SELECT FROM @extschema@.pay_journal AS j
-               WHERE j.bizno OPERATOR(pg_catalog.=) ANY (
-                         ARRAY(SELECT r.bizno FROM @extschema@.pay_ledger AS r
-                               WHERE r.parent OPERATOR(pg_catalog.=) $1) OPERATOR(pg_catalog.||) $1)
-                 AND j.seq OPERATOR(pg_catalog.>=) $3))
+    SELECT r.parent FROM @extschema@.pay_ledger AS r
+    WHERE r.parent IS NOT NULL
+      AND (r.status OPERATOR(pg_catalog.<>) ALL (ARRAY['SUCCESS', 'FAILED']::@extschema@.pay_status[])
+           OR r.updated_at OPERATOR(pg_catalog.>=) $1)
+    UNION
+    SELECT COALESCE(l.parent, j.bizno) FROM @extschema@.pay_journal AS j
+    LEFT JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) j.bizno
+    WHERE j.seq OPERATOR(pg_catalog.>=) $2
+    UNION
+    SELECT j.bizno
+    FROM pg_catalog.unnest($3) AS c(bizno)
+    JOIN @extschema@.pay_journal AS j ON j.bizno OPERATOR(pg_catalog.=) c.bizno
+    WHERE j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND j.note LIKE 'second charge%'
+    GROUP BY j.bizno, pg_catalog.substring(j.note, @extschema@.pay_second_charge_reference())
+    HAVING NOT pg_catalog.bool_or(j.note NOT LIKE 'second charge reported: %')
 $$
 LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 
-COMMENT ON FUNCTION @extschema@.pay_archive_ready(text, timestamptz, bigint) IS
-'Whether a settled payment''s refunds, second charges and journal rows let pay_archive move it';
+COMMENT ON FUNCTION @extschema@.pay_archive_unready(timestamptz, bigint, text[]) IS
+'The payments pay_archive leaves in the ledger whatever their own rows say: a refund not settled before "before", a second charge no statement confirmed, journal rows pay_stats has not folded';
 
 -- The table of every row moved is built in the order the guard needs: the
 -- archive receives the rows first, then they are deleted from the journal
@@ -979,6 +983,7 @@ RETURNS bigint
 AS $$
 DECLARE
     folded_below bigint;
+    unready text[];
     locked text[];
     chosen text[];
     moved text[];
@@ -1010,6 +1015,7 @@ BEGIN
     PERFORM @extschema@.pay_stats_refresh(0);
     SELECT s.counted_from INTO folded_below FROM @extschema@.pay_stats_state AS s
     WHERE @extschema@.pay_stats_counts_usable(s.system_identifier);
+    unready := ARRAY(SELECT @extschema@.pay_archive_unready(before, folded_below, '{}'));
 
     -- Lock the payments to move, skipping any a claim holds; then their
     -- refunds.  Judged again under the locks, with a snapshot that sees
@@ -1020,21 +1026,22 @@ BEGIN
         WHERE l.parent IS NULL
           AND l.status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
           AND l.updated_at OPERATOR(pg_catalog.<) before
-          AND @extschema@.pay_archive_ready(l.bizno, before, folded_below)
+          AND l.bizno OPERATOR(pg_catalog.<>) ALL (unready)
         LIMIT max_rows
         FOR UPDATE SKIP LOCKED);
     IF pg_catalog.cardinality(locked) OPERATOR(pg_catalog.=) 0 THEN
         RETURN 0;
     END IF;
-    PERFORM FROM @extschema@.pay_ledger AS r
-    WHERE r.parent OPERATOR(pg_catalog.=) ANY (locked)
-    FOR UPDATE;
+    PERFORM FROM pg_catalog.unnest(locked) AS c(bizno)
+    JOIN @extschema@.pay_ledger AS r ON r.parent OPERATOR(pg_catalog.=) c.bizno
+    FOR UPDATE OF r;
+    unready := ARRAY(SELECT @extschema@.pay_archive_unready(before, folded_below, locked));
     chosen := ARRAY(
-        SELECT l.bizno FROM @extschema@.pay_ledger AS l
-        WHERE l.bizno OPERATOR(pg_catalog.=) ANY (locked)
-          AND l.status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
+        SELECT l.bizno FROM pg_catalog.unnest(locked) AS c(bizno)
+        JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) c.bizno
+        WHERE l.status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
           AND l.updated_at OPERATOR(pg_catalog.<) before
-          AND @extschema@.pay_archive_ready(l.bizno, before, folded_below));
+          AND l.bizno OPERATOR(pg_catalog.<>) ALL (unready));
     IF pg_catalog.cardinality(chosen) OPERATOR(pg_catalog.=) 0 THEN
         RETURN 0;
     END IF;
@@ -1047,9 +1054,11 @@ BEGIN
                  pg_catalog.date_trunc('month',
                      pg_catalog.max(l.updated_at) OVER (PARTITION BY COALESCE(l.parent, l.bizno))
                      AT TIME ZONE 'UTC')::date AS month
-          FROM @extschema@.pay_ledger AS l
-          WHERE l.bizno OPERATOR(pg_catalog.=) ANY (chosen)
-             OR l.parent OPERATOR(pg_catalog.=) ANY (chosen)) AS m;
+          FROM (SELECT l.* FROM pg_catalog.unnest(chosen) AS c(bizno)
+                JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) c.bizno
+                UNION ALL
+                SELECT l.* FROM pg_catalog.unnest(chosen) AS c(bizno)
+                JOIN @extschema@.pay_ledger AS l ON l.parent OPERATOR(pg_catalog.=) c.bizno) AS l) AS m;
     FOR archive_month IN SELECT DISTINCT m.month FROM pg_catalog.unnest(moved_months) AS m(month) LOOP
         PERFORM @extschema@.pay_archive_partitions(archive_month);
     END LOOP;
@@ -1121,12 +1130,25 @@ BEGIN
     PERFORM @extschema@.pay_archive_add_keys(hashes);
 
     DELETE FROM @extschema@.pay_journal AS j
-    WHERE j.bizno OPERATOR(pg_catalog.=) ANY (moved);
+    USING pg_catalog.unnest(moved) AS m(bizno)
+    WHERE j.bizno OPERATOR(pg_catalog.=) m.bizno;
     GET DIAGNOSTICS moved_journal_rows = ROW_COUNT;
-    DELETE FROM @extschema@.pay_ledger AS l
-    WHERE l.parent OPERATOR(pg_catalog.=) ANY (chosen);
-    DELETE FROM @extschema@.pay_ledger AS l
-    WHERE l.bizno OPERATOR(pg_catalog.=) ANY (chosen);
+    -- pay_stats' counts learn of the deletions here, all at once (the
+    -- journal trigger leaves the rows the archive received to it)
+    WITH gone AS (
+        DELETE FROM @extschema@.pay_ledger AS l
+        USING pg_catalog.unnest(chosen) AS c(bizno)
+        WHERE l.parent OPERATOR(pg_catalog.=) c.bizno
+        RETURNING l.bizno, l.status)
+    INSERT INTO @extschema@.pay_stats_deletions (bizno, status, refund)
+    SELECT g.bizno, g.status, true FROM gone AS g;
+    WITH gone AS (
+        DELETE FROM @extschema@.pay_ledger AS l
+        USING pg_catalog.unnest(chosen) AS c(bizno)
+        WHERE l.bizno OPERATOR(pg_catalog.=) c.bizno
+        RETURNING l.bizno, l.status)
+    INSERT INTO @extschema@.pay_stats_deletions (bizno, status, refund)
+    SELECT g.bizno, g.status, false FROM gone AS g;
 
     INSERT INTO @extschema@.pay_archive_runs (before, payments, ledger_rows, journal_rows)
     VALUES (before, pg_catalog.cardinality(chosen), pg_catalog.cardinality(moved), moved_journal_rows);
@@ -1302,6 +1324,13 @@ AS $$
     WHERE (SELECT k.h OPERATOR(pg_catalog.=) ANY (r.hashes) FROM @extschema@.pay_archive_keys AS r
            WHERE r.lo OPERATOR(pg_catalog.<=) k.h
            ORDER BY r.lo DESC LIMIT 1) IS NOT TRUE
+    UNION ALL
+    SELECT pg_catalog.min(a.bizno), pg_catalog.format('business action %s %s was archived under %s bizNos',
+                                                     a.prefix, a.biz_id, pg_catalog.count(*))
+    FROM @extschema@.pay_ledger_archive AS a
+    WHERE a.biz_id IS NOT NULL
+    GROUP BY a.prefix, a.biz_id
+    HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1
     UNION ALL
     SELECT NULL, pg_catalog.format('the archive of %s: %s', pg_catalog.to_char(v.month, 'YYYY-MM'), v.problem)
     FROM @extschema@.pay_archive_verify() AS v
@@ -2274,7 +2303,7 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_archive_verify(),
     @extschema@.pay_archive_add_keys(bigint[]),
     @extschema@.pay_archive_partitions(date),
-    @extschema@.pay_archive_ready(text, timestamptz, bigint),
+    @extschema@.pay_archive_unready(timestamptz, bigint, text[]),
     @extschema@.pay_archive_key_hash(text),
     @extschema@.pay_protect(regclass, name, name[]),
     @extschema@.pay_unprotect(regclass)

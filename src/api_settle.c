@@ -79,7 +79,15 @@ JournalSecondCharge(const PayCatalog *catalog, Datum bizno, const LedgerRow *row
 {
 	char	   *second = TextDatumGetCString(channel_ref);
 	char	   *first = TextDatumGetCString(row->channel_ref);
+	LedgerRow	locked;
 
+	/*
+	 * The payment's row is locked first: pay_archive, which moves a payment
+	 * with every journal row of it, either took it before (and it is gone:
+	 * refused) or waits for this report and sees it.
+	 */
+	if (!PayLedgerLock(catalog, bizno, &locked))
+		PayRaiseUnknownPayment(catalog, bizno);
 	PayJournalSecondCharge(catalog, bizno, psprintf(second_charge_notes[kind], second, first));
 	if (kind == SECOND_CHARGE_CONFIRMED)
 		return;

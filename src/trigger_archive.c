@@ -5,12 +5,14 @@
  *	  row the archive receives so that the guard lets the same transaction
  *	  delete it from the ledger or the journal.
  *
- * Installed AFTER INSERT FOR EACH ROW, ENABLE ALWAYS, on
+ * Installed BEFORE INSERT FOR EACH ROW, ENABLE ALWAYS (a BEFORE trigger
+ * queues nothing for the end of the statement), on
  * pay_ledger_archive (argument 'ledger') and pay_journal_archive
  * ('journal'), and so on each of their partitions.  It fires wherever rows
  * arrive in the archive: in pay_archive, and in a logical replica applying
  * pay_archive's transaction, whose deletions from the ledger and the
- * journal then pass the guard as they did on the publisher.  pay_guard()
+ * journal then pass the guard as they did on the publisher.  A restore
+ * of pg_dump's output deletes nothing: it notes nothing.  pay_guard()
  * without arguments keeps the archive append-only besides: its rows are
  * never updated or deleted one by one; a month goes as a whole, with DROP
  * TABLE of its partitions.
@@ -67,18 +69,20 @@ pay_archive_moved(PG_FUNCTION_ARGS)
 	Datum		key;
 	bool		isnull;
 
-	PayCheckTriggerProtocol(fcinfo, "pay_archive_moved()", TRIGGER_EVENT_AFTER,
-							PAY_ON_INSERT, true);
+	PayCheckTriggerProtocol(fcinfo, "pay_archive_moved()", TRIGGER_EVENT_BEFORE,
+							PAY_ON_INSERT, false);
 	config = fcinfo->flinfo->fn_extra;
 	if (config == NULL)
 		fcinfo->flinfo->fn_extra = config = BuildMovedConfig(fcinfo, trigdata);
 
 	tuple = trigdata->tg_trigtuple;
+	if (PayRestoring())
+		return PointerGetDatum(tuple);
 	key = heap_getattr(tuple, config->key_attnum, RelationGetDescr(trigdata->tg_relation),
 					   &isnull);
 	if (!isnull)
 		PayArchiveNoteMoved(config->kind,
 							config->kind == PAY_MOVED_LEDGER_ROW ?
 							PayArchiveKeyHash(key) : (uint64) DatumGetInt64(key));
-	return PointerGetDatum(NULL);
+	return PointerGetDatum(tuple);
 }

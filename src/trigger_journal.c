@@ -125,6 +125,7 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	int			from = PAY_NEW_ROW;
 	PayStatus	to;
 	bool		isnull;
+	Datum		bizno;
 
 	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
 	{
@@ -132,12 +133,19 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 		isnull = true;
 		if (col[LEDGER_PARENT] != InvalidAttrNumber)
 			(void) PayLedgerColumn(tuple, rel, col[LEDGER_PARENT], &isnull);
-		PayLedgerRecordDeletion(catalog, rel, PayRequiredColumn(tuple, rel, col[LEDGER_BIZNO]),
-								PayLedgerStatus(catalog, rel, tuple), !isnull);
+		bizno = PayRequiredColumn(tuple, rel, col[LEDGER_BIZNO]);
+		/* pay_archive records the deletions of the rows it moves, all at once */
+		if (!PayArchiveWasMoved(PAY_MOVED_LEDGER_ROW, PayArchiveKeyHash(bizno)))
+			PayLedgerRecordDeletion(catalog, rel, bizno, PayLedgerStatus(catalog, rel, tuple),
+									!isnull);
 		return PointerGetDatum(NULL);
 	}
 	if (!is_update && PayRestoring())
 		return PointerGetDatum(NULL);	/* the journal arrives with the data */
+	if (!is_update)
+		PayArchiveRefuseArchivedMeanwhile(catalog,
+										  PayRequiredColumn(tuple, rel,
+															catalog->ledger_attnums[LEDGER_BIZNO]));
 	if (is_update && !JournaledChange(catalog, rel, trigdata->tg_trigtuple, tuple))
 		return PointerGetDatum(NULL);
 

@@ -73,10 +73,12 @@ typedef enum PayArchiveMove
 
 extern uint64 PayArchiveKeyHash(Datum key);
 extern uint64 PayArchiveOrderHash(Datum prefix, Datum biz_id);
+extern uint64 PayArchiveIdentityHash(Datum key);
 extern PayArchived PayArchiveFind(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
 extern PayArchived PayArchiveFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,
 									   LedgerRow *row);
 extern bool PayArchiveHolds(const PayCatalog *catalog, Datum bizno);
+extern void PayArchiveRefuseArchivedMeanwhile(const PayCatalog *catalog, Datum bizno);
 extern void PayArchiveForgetChecked(void);
 extern bool PayArchiveHoldsNewRow(const PayCatalog *catalog, Datum bizno);
 extern void PayArchiveNoteMoved(PayArchiveMove kind, uint64 key);

@@ -146,6 +146,17 @@ ScanForHash(Relation keys, Relation pkey, TupleTableSlot *slot, Snapshot snapsho
 	return found;
 }
 
+/* 40001: the payment was archived after the transaction's snapshot. */
+static void
+RaiseArchivedConcurrently(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not serialize access due to a concurrent pay_archive"),
+			 errdetail("The payment was archived after this transaction's snapshot was taken."),
+			 errhint("Retry the whole transaction: the archive will answer.")));
+}
+
 /*
  * Whether pay_archive_keys holds hash: the last row whose lo is at or below
  * it, found through the primary key, holds it or no row does.
@@ -175,11 +186,7 @@ ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
 	 */
 	if (!found && IsolationUsesXactSnapshot() &&
 		ScanForHash(keys, pkey, slot, GetLatestSnapshot(), hash))
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not serialize access due to a concurrent pay_archive"),
-				 errdetail("The payment was archived after this transaction's snapshot was taken."),
-				 errhint("Retry the whole transaction: the archive will answer.")));
+		RaiseArchivedConcurrently();
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(pkey, NoLock);	/* held to the end, as a SELECT holds it */
 	table_close(keys, NoLock);
@@ -212,8 +219,8 @@ KeyBusinessAction(Datum key, Datum *prefix, Datum *biz_id)
  * hash answers for the payment, its refunds and any other bizNo of the
  * same action --, else of the key itself.
  */
-static uint64
-IdentityHash(Datum key)
+uint64
+PayArchiveIdentityHash(Datum key)
 {
 	Datum		prefix;
 	Datum		biz_id;
@@ -247,7 +254,7 @@ RememberChecked(uint64 hash)
 PayArchived
 PayArchiveFind(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 {
-	uint64		hash = IdentityHash(bizno);
+	uint64		hash = PayArchiveIdentityHash(bizno);
 	Datum		prefix;
 	Datum		biz_id;
 
@@ -282,7 +289,35 @@ PayArchiveFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, Ledge
 bool
 PayArchiveHolds(const PayCatalog *catalog, Datum bizno)
 {
-	return ArchiveHoldsHash(catalog, IdentityHash(bizno));
+	return ArchiveHoldsHash(catalog, PayArchiveIdentityHash(bizno));
+}
+
+/*
+ * A row just inserted for bizno under REPEATABLE READ or SERIALIZABLE, when
+ * an archive of its payment committed meanwhile -- the insert waited for
+ * the archive's deletion of the old row, and then found no conflict -- is a
+ * serialization failure, as a conflict with a row the snapshot cannot see
+ * is.  Under READ COMMITTED the claim's probes saw the row or the archive.
+ */
+void
+PayArchiveRefuseArchivedMeanwhile(const PayCatalog *catalog, Datum bizno)
+{
+	Relation	keys;
+	Relation	pkey;
+	TupleTableSlot *slot;
+	bool		found;
+
+	if (!IsolationUsesXactSnapshot() || !OidIsValid(catalog->archive_keys))
+		return;
+	keys = table_open(catalog->archive_keys, AccessShareLock);
+	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
+	slot = table_slot_create(keys, NULL);
+	found = ScanForHash(keys, pkey, slot, GetLatestSnapshot(), PayArchiveIdentityHash(bizno));
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(pkey, NoLock);
+	table_close(keys, NoLock);
+	if (found)
+		RaiseArchivedConcurrently();
 }
 
 /* Forget the payment found absent: the API's insert is over. */
@@ -299,7 +334,7 @@ PayArchiveForgetChecked(void)
 bool
 PayArchiveHoldsNewRow(const PayCatalog *catalog, Datum bizno)
 {
-	uint64		hash = IdentityHash(bizno);
+	uint64		hash = PayArchiveIdentityHash(bizno);
 	bool		checked = checked_valid && checked_hash == hash;
 
 	checked_valid = false;
