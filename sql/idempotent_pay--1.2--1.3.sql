@@ -448,6 +448,15 @@ DECLARE
     bounds text := pg_catalog.format('FOR VALUES FROM (%L) TO (%L)', month,
                                      month OPERATOR(pg_catalog.+) '1 month'::interval);
 BEGIN
+    -- A month a logical replica received before it was taken into service
+    -- is in the default partitions, which keep it: a partition of its own
+    -- cannot be created over rows the default one holds.
+    IF EXISTS (SELECT FROM @extschema@.pay_ledger_archive_default AS d
+               WHERE d.month OPERATOR(pg_catalog.=) pay_archive_partitions.month)
+       OR EXISTS (SELECT FROM @extschema@.pay_journal_archive_default AS d
+                  WHERE d.month OPERATOR(pg_catalog.=) pay_archive_partitions.month) THEN
+        RETURN;
+    END IF;
     -- a month holds a payment once, and a journal row once; pay_open's late
     -- retry finds an archived business action through the second index
     IF pg_catalog.to_regclass('@extschema@.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(ledger_part)) IS NULL THEN

@@ -9,6 +9,9 @@
 #     names, and the payment is there and nowhere else;
 #   - the API through the proxy answers, and refuses, as the shard does:
 #     the same SQLSTATE, message, detail, hint and constraint name;
+#   - retention: pay_archive on each partition; through the proxy a late
+#     retry of an archived success is answered from the partition's archive,
+#     any other refused as the partition refuses it (55000 pay_archived);
 #   - fan-out: pay_stats, pay_verify and pay_reconcile answer what one node
 #     holding every payment answers; pay_stats' unanswered_partitions is
 #     empty; a role the shards do not grant pay_stats gets their 42501;
@@ -381,6 +384,81 @@ my $foreign_refund = proxy_sql("SELECT pay_refund_open('tap-foreign-1', 'R1', 3)
 is(proxy_sql("SELECT pay_partition('$foreign_refund') = pay_partition('tap-foreign-1')"),
 	't', "a refund of a payment keyed by another system routes with it ($foreign_refund)");
 is(proxy_sql("SELECT action FROM pay_claim('$foreign_refund')"), 'PROCEED', 'and is claimed through the proxy');
+
+############################################################################
+# Retention: pay_archive runs on each partition (the proxy has no
+# pay_archive).  Payments made through the proxy, dated back to March 2025
+# on their partitions (with the ledger's bookkeeping off, as a replica
+# writes them) are archived there; through the proxy a late retry of an
+# archived success is answered from the archive, and any other is refused
+# with the partition's SQLSTATE, message, detail, hint and constraint name
+# (55000 pay_archived), the month kept or dropped.
+
+proxy_sql(q{
+SELECT pay_begin('arc-success', 10, 'EUR'), pay_succeed('arc-success', 'BANK-ARC-1', 1);
+SELECT pay_begin('arc-failed', 10, 'EUR'), pay_fail('arc-failed', 'declined', 1);
+});
+my $arc_paid = proxy_sql("SELECT bizno FROM pay_open_claim('SHOP', 'ARC-PAID', 10, 'EUR')");
+proxy_sql("SELECT pay_succeed('$arc_paid', 'BANK-ARC-2', 1)");
+my $arc_opened = proxy_sql("SELECT pay_open('SHOP', 'ARC-OPENED', 10, 'EUR')");
+my @arc_keys = ('arc-success', 'arc-failed', $arc_paid, $arc_opened);
+my %arc_home = map { $_ => proxy_sql("SELECT pay_partition('$_')") } @arc_keys;
+note 'the archived payments\' partitions: ' . join(' ', map { $arc_home{$_} } @arc_keys);
+partition_sql($arc_home{$_},
+	"SET session_replication_role = replica;\n"
+	  . "UPDATE pay_ledger SET updated_at = '2025-03-10 12:00+00' WHERE bizno = '$_'")
+  for @arc_keys;
+my %arc_count;
+$arc_count{ $arc_home{$_} }++ for @arc_keys;
+is( join(' ', map { partition_sql($_, "SELECT pay_archive('2025-04-01')") } 0 .. $partition_count - 1),
+	join(' ', map { $arc_count{$_} // 0 } 0 .. $partition_count - 1),
+	'pay_archive on each partition moves its payments of March 2025, and nothing else');
+is( join(' ', map { partition_sql($_, q{SELECT count(*) FROM pay_archive_verify() WHERE problem IS NULL AND kept}) }
+		sort keys %arc_count),
+	join(' ', map { 1 } keys %arc_count),
+	'pay_archive_verify on those partitions: March kept, no problem');
+# The archived payments (by key or business action) in the ledgers of the
+# partitions they route to.
+sub arc_in_ledgers
+{
+	my $n = 0;
+	$n += partition_sql($_,
+		"SELECT count(*) FROM pay_ledger WHERE bizno IN ('" . join("', '", @arc_keys) . "')"
+		  . " OR (prefix, biz_id) IN (('SHOP', 'ARC-PAID'), ('SHOP', 'ARC-OPENED'))")
+	  for sort keys %arc_count;
+	return $n;
+}
+is(arc_in_ledgers(), 0, 'their partitions\' ledgers no longer hold them');
+
+sub archived_alike
+{
+	my ($key, $call, $month) = @_;
+	my $direct = partition_report($arc_home{$key}, "SELECT $call");
+	like($direct, qr/^ERROR:  55000: (?:.*\n)*CONSTRAINT NAME:  pay_archived$/m,
+		"the partition refuses $call ($month): 55000 pay_archived");
+	is(proxy_report("SELECT $call"), $direct,
+		'through the proxy: the same SQLSTATE, message, detail, hint and constraint name (pay_archived)');
+}
+is(proxy_sql("SELECT action, attempt, status, channel_ref FROM pay_claim('arc-success')"),
+	'ALREADY_SUCCEEDED|1|SUCCESS|BANK-ARC-1',
+	'through the proxy a late claim of an archived success is answered from the archive');
+is(proxy_sql("SELECT pay_begin('arc-success', 10, 'EUR')"), 'ALREADY_SUCCEEDED', 'and so is a late pay_begin');
+is(proxy_sql("SELECT action FROM pay_claim('$arc_paid')"), 'ALREADY_SUCCEEDED', 'and a late claim of a paid order');
+is(proxy_sql("SELECT pay_open('SHOP', 'ARC-PAID', 10, 'EUR') || ' ' || pay_open('SHOP', 'ARC-OPENED', 10, 'EUR')"),
+	"$arc_paid $arc_opened", 'pay_open through the proxy gives archived orders their archived bizNos');
+archived_alike('arc-failed', "pay_claim('arc-failed')", 'kept');
+archived_alike('arc-failed', "pay_begin('arc-failed', 10, 'EUR')", 'kept');
+archived_alike($arc_opened, "pay_claim('$arc_opened')", 'kept');
+archived_alike($arc_opened, "pay_open_claim('SHOP', 'ARC-OPENED', 10, 'EUR')", 'kept');
+archived_alike('arc-success', "pay_succeed('arc-success', 'BANK-LATE', 1)", 'kept');
+archived_alike('arc-success', "pay_refund_open('arc-success', 'R1', 1)", 'kept');
+
+# March dropped on those partitions: every late retry is refused.
+partition_sql($_, 'DROP TABLE pay_ledger_archive_2025_03, pay_journal_archive_2025_03') for sort keys %arc_count;
+archived_alike('arc-success', "pay_claim('arc-success')", 'dropped');
+archived_alike($arc_paid, "pay_open('SHOP', 'ARC-PAID', 10, 'EUR')", 'dropped');
+archived_alike('arc-failed', "pay_begin('arc-failed', 10, 'EUR')", 'dropped');
+is(arc_in_ledgers(), 0, 'no late retry put an archived payment back in a ledger');
 
 # An application role and an operator's: granted on the proxy and on
 # every shard, one pays and the other repairs, each refused what the other
