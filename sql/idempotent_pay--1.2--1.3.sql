@@ -258,9 +258,9 @@ COMMENT ON TABLE @extschema@.pay_journal_archive IS
 -- would create the indexes a second time beside the dumped ones.
 CREATE TABLE @extschema@.pay_ledger_archive_default PARTITION OF @extschema@.pay_ledger_archive DEFAULT;
 CREATE TABLE @extschema@.pay_journal_archive_default PARTITION OF @extschema@.pay_journal_archive DEFAULT;
-ALTER TABLE @extschema@.pay_ledger_archive_default ADD PRIMARY KEY (bizno);
+ALTER TABLE @extschema@.pay_ledger_archive_default ADD CONSTRAINT pay_ledger_archive_default_pkey PRIMARY KEY (bizno);
 CREATE INDEX ON @extschema@.pay_ledger_archive_default (prefix, biz_id) WHERE biz_id IS NOT NULL;
-ALTER TABLE @extschema@.pay_journal_archive_default ADD PRIMARY KEY (seq);
+ALTER TABLE @extschema@.pay_journal_archive_default ADD CONSTRAINT pay_journal_archive_default_pkey PRIMARY KEY (seq);
 CREATE INDEX ON @extschema@.pay_journal_archive_default (bizno, seq);
 
 -- What outlives the archive: a 64-bit hash of every archived payment --
@@ -1100,13 +1100,37 @@ LANGUAGE sql STABLE;
 COMMENT ON FUNCTION @extschema@.pay_stats_counts_usable(bigint) IS
 'Whether counts kept by the server of that system identifier count this one''s transactions (and the journal is not a subscription''s)';
 
+-- The snapshot a fold records as counted: the statement's, but with the
+-- folding transaction's own xid among those running.  PostgreSQL leaves a
+-- transaction's own xid out of its snapshots, where it then reads as
+-- visible (below xmax, not listed); the rows the transaction writes after
+-- its fold would then pass for folded, and never be counted.  STABLE: the
+-- snapshot of the statement that calls it.
+CREATE FUNCTION @extschema@.pay_stats_counted_snapshot()
+RETURNS pg_snapshot
+AS $$
+    SELECT CASE WHEN x.own IS NULL OR x.own OPERATOR(pg_catalog.>=) pg_catalog.pg_snapshot_xmax(x.s) THEN x.s
+           ELSE (LEAST(pg_catalog.pg_snapshot_xmin(x.s), x.own)::text
+                 OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) pg_catalog.pg_snapshot_xmax(x.s)::text
+                 OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||)
+                 (SELECT pg_catalog.string_agg(v.xid::text, ',' ORDER BY v.xid)
+                  FROM (SELECT pg_catalog.pg_snapshot_xip(x.s) AS xid UNION SELECT x.own) AS v))::pg_snapshot
+           END
+    FROM (SELECT pg_catalog.pg_current_snapshot() AS s, pg_catalog.pg_current_xact_id_if_assigned() AS own) AS x
+$$
+LANGUAGE sql STABLE;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_counted_snapshot() IS
+'The snapshot a fold of pay_stats records: the statement''s, with the folding transaction listed as running';
+
 -- Fold the journal rows written since the last fold into pay_stats_counts;
 -- the first fold counts the ledger and the whole journal.  pay_stats calls
 -- it when at least 250 journal rows may be unfolded; a pg_cron job can
 -- call it too.  It folds nothing, and answers false, in a read-only or a
 -- REPEATABLE READ transaction (the fold needs a snapshot newer than its look
 -- at the running transactions, which only READ COMMITTED takes), while
--- another session folds, or when fewer than min_rows rows may be unfolded.
+-- another session folds, when fewer than min_rows rows may be unfolded, or
+-- in a transaction that wrote already.
 CREATE FUNCTION @extschema@.pay_stats_refresh(min_rows bigint DEFAULT 0)
 RETURNS boolean
 AS $$
@@ -1212,7 +1236,7 @@ BEGIN
             RETURNING 1)
         INSERT INTO @extschema@.pay_stats_state (counted, counted_from, next_from, next_from_after, folded_at,
                                                  system_identifier)
-        VALUES (pg_catalog.pg_current_snapshot(), new_counted_from, new_next_from, new_next_from_after,
+        VALUES (@extschema@.pay_stats_counted_snapshot(), new_counted_from, new_next_from, new_next_from_after,
                 pg_catalog.clock_timestamp(),
                 (SELECT c.system_identifier FROM pg_catalog.pg_control_system() AS c));
         RETURN true;
@@ -1270,7 +1294,7 @@ BEGIN
         WHERE u.to_status IS NULL AND d.seq OPERATOR(pg_catalog.=) u.seq
         RETURNING 1)
     UPDATE @extschema@.pay_stats_state
-    SET counted = pg_catalog.pg_current_snapshot(), counted_from = new_counted_from,
+    SET counted = @extschema@.pay_stats_counted_snapshot(), counted_from = new_counted_from,
         next_from = new_next_from, next_from_after = new_next_from_after,
         folded_at = pg_catalog.clock_timestamp();
     RETURN true;
@@ -1494,6 +1518,7 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_stats_transactions_ended(text[]),
     @extschema@.pay_stats_counts_usable(bigint),
     @extschema@.pay_stats_usable_state(),
+    @extschema@.pay_stats_counted_snapshot(),
     @extschema@.pay_archive(timestamptz, integer),
     @extschema@.pay_archive_verify(),
     @extschema@.pay_archive_add_keys(bigint[]),

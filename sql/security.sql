@@ -89,7 +89,7 @@ WHERE p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)
   AND p.proname NOT IN ('pay_protect', 'pay_unprotect', 'pay_grant', 'pay_grant_operator',
                         'pay_stats_unfolded', 'pay_stats_second_charge',
                         'pay_stats_running_transactions', 'pay_stats_transactions_ended',
-                        'pay_stats_counts_usable', 'pay_stats_usable_state',
+                        'pay_stats_counts_usable', 'pay_stats_usable_state', 'pay_stats_counted_snapshot',
                         'pay_archive_add_keys', 'pay_archive_partitions', 'pay_archive_unready',
                         'pay_archive_key_hash')
   AND NOT has_function_privilege('regress_app', p.oid, 'EXECUTE')

@@ -22,10 +22,21 @@ SELECT columns_are('pay_journal', ARRAY['seq', 'bizno', 'attempt', 'from_status'
     'amount', 'at', 'txid', 'actor', 'note', 'currency']);
 SELECT trigger_is('pay_ledger', 'pay_ledger_guard', 'pay_guard');
 SELECT trigger_is('pay_journal', 'pay_journal_guard', 'pay_guard');
-SELECT is((SELECT string_agg(tgname || ':' || tgenabled::text, ',' ORDER BY tgname) FROM pg_trigger
-           WHERE tgname LIKE 'pay_%guard%'),
-          'pay_journal_guard:A,pay_journal_guard_truncate:A,pay_ledger_guard:A,pay_ledger_guard_truncate:A',
-          'the guards fire always, replica role included');
+SELECT is((SELECT string_agg(tgrelid::regclass || '.' || tgname || ':' || tgenabled::text, ','
+                             ORDER BY tgrelid::regclass::text, tgname) FROM pg_trigger
+           WHERE tgname LIKE 'pay_%guard%' OR tgname LIKE 'pay_%archive_moved'),
+          'pay_archive_runs.pay_archive_runs_guard:A,'
+          'pay_journal.pay_journal_guard:A,pay_journal.pay_journal_guard_truncate:A,'
+          'pay_journal_archive.pay_journal_archive_guard:A,pay_journal_archive.pay_journal_archive_guard_truncate:A,'
+          'pay_journal_archive.pay_journal_archive_moved:A,'
+          'pay_journal_archive_default.pay_journal_archive_guard:A,'
+          'pay_journal_archive_default.pay_journal_archive_moved:A,'
+          'pay_ledger.pay_ledger_guard:A,pay_ledger.pay_ledger_guard_truncate:A,'
+          'pay_ledger_archive.pay_ledger_archive_guard:A,pay_ledger_archive.pay_ledger_archive_guard_truncate:A,'
+          'pay_ledger_archive.pay_ledger_archive_moved:A,'
+          'pay_ledger_archive_default.pay_ledger_archive_guard:A,'
+          'pay_ledger_archive_default.pay_ledger_archive_moved:A',
+          'the guards and the archive''s trigger fire always, replica role included, on every partition');
 SELECT ok((SELECT count(*) = 2 FROM pg_extension e, unnest(e.extconfig) AS c
            WHERE e.extname = 'idempotent_pay'
              AND c IN ('pay_ledger'::regclass, 'pay_journal'::regclass)),

@@ -1,6 +1,6 @@
 # pay_stats reads counts the journal keeps instead of scanning the ledger.
-# Under concurrent payments, deletions, resets, refunds and second charges
-# (compared in REPEATABLE READ, each answer equals a full count in the same
+# Under concurrent payments, deletions, resets, refunds, second charges and
+# pay_archive taking what was settled (compared in REPEATABLE READ, each answer equals a full count in the same
 # snapshot); with a million payments; after a backend is killed with
 # SIGKILL in the middle of the work; and after pg_dump and pg_restore with
 # default options, pay_stats and pay_stats_transitions equal a full count
@@ -47,8 +47,9 @@ sub stats_of
 		 FROM pay_stats ORDER BY status');
 }
 
-# Concurrent work of every kind, while a reader folds and another compares
-# pay_stats with a full count in one REPEATABLE READ snapshot, repeatedly.
+# Concurrent work of every kind, while a reader folds, pay_archive moves
+# what was settled, and another compares pay_stats with a full count (with
+# what the archive took) in one REPEATABLE READ snapshot, repeatedly.
 my %scripts = (
 	'pay.pgbench' => q{
 \set k random(1, 9000000000000000000)
@@ -93,6 +94,8 @@ COMMIT;
 \endif
 },
 	'read.pgbench' => "SELECT count(*) FROM pay_stats;\n",
+	# the archive takes what was settled a second ago, in small batches
+	'archive.pgbench' => "SELECT pay_archive(now() - interval '1 second', 200);\n",
 	'compare.pgbench' => "BEGIN ISOLATION LEVEL REPEATABLE READ;\nSELECT check_stats();\nCOMMIT;\n",);
 while (my ($name, $text) = each %scripts)
 {
@@ -118,7 +121,11 @@ sub start_pgbench
 
 my $work = start_pgbench('busy', 20, 3, 'pay.pgbench@6', 'edges.pgbench@3', 'read.pgbench@1');
 my $compare = start_pgbench('busy', 20, 1, 'compare.pgbench');
+my $archive = start_pgbench('busy', 20, 1, 'archive.pgbench');
 ok($work->{harness}->finish, 'the concurrent work ran without an error') or diag($work->{err});
+ok($archive->{harness}->finish, 'pay_archive ran throughout without an error') or diag($archive->{err});
+cmp_ok($node->safe_psql('busy', 'SELECT count(*) FROM pay_ledger_archive'),
+	'>', 0, 'and archived payments while they were paid, reset, refunded and counted');
 ok($compare->{harness}->finish, 'every comparison during it found pay_stats equal to a full count')
   or diag($compare->{err});
 my ($compared) = $compare->{out} =~ /number of transactions actually processed: (\d+)/;

@@ -1,6 +1,7 @@
 -- check_stats(): pay_stats and pay_stats_transitions against a full count of
--- the ledger and the journal, read in the caller's snapshot; 'equal', or an
--- error naming every difference.  The counts tests and the failover test
+-- the ledger and the journal (with what pay_archive took from it, which the
+-- counts go on counting: pay_archive_counts), read in the caller's
+-- snapshot; 'equal', or an error naming every difference.  The counts tests and the failover test
 -- create it where they compare.
 CREATE OR REPLACE FUNCTION check_stats() RETURNS text LANGUAGE plpgsql AS $$
 DECLARE bad text;
@@ -22,8 +23,10 @@ BEGIN
      OR s.oldest_processing_since IS DISTINCT FROM f.oldest OR s.stuck IS DISTINCT FROM f.stuck;
   IF bad IS NOT NULL THEN RAISE EXCEPTION 'pay_stats differs from a full count: %', bad; END IF;
   WITH extra AS (
-      SELECT (SELECT count(*) FROM pay_journal WHERE from_status = 'FAILED' AND to_status = 'INIT') AS resets,
-             (SELECT count(*) FROM pay_second_charges()) AS second_charges,
+      SELECT (SELECT count(*) FROM pay_journal WHERE from_status = 'FAILED' AND to_status = 'INIT') +
+             (SELECT coalesce(sum(n), 0) FROM pay_archive_counts WHERE from_status = 'FAILED' AND to_status = 'INIT') AS resets,
+             (SELECT count(*) FROM pay_second_charges()) +
+             (SELECT coalesce(sum(n), 0) FROM pay_archive_counts WHERE second_charge IN ('reported', 'found')) AS second_charges,
              (SELECT count(*) FROM pay_second_charges() WHERE NOT confirmed) AS unconfirmed)
   SELECT format('resets %s/%s second charges %s/%s unconfirmed %s/%s', s.resets, e.resets,
                 c.second_charges, e.second_charges, c.unconfirmed_second_charges, e.unconfirmed)
@@ -36,7 +39,10 @@ BEGIN
                            coalesce(a.to_status, b.to_status), a.transitions, b.n), '; ')
   INTO bad
   FROM pay_stats_transitions a
-  FULL JOIN (SELECT from_status, to_status, count(*) AS n FROM pay_journal
+  FULL JOIN (SELECT from_status, to_status, sum(n) AS n
+             FROM (SELECT from_status, to_status, 1 AS n FROM pay_journal
+                   UNION ALL
+                   SELECT from_status, to_status, n FROM pay_archive_counts) AS j
              WHERE from_status IS DISTINCT FROM to_status GROUP BY 1, 2) b
     ON a.from_status IS NOT DISTINCT FROM b.from_status AND a.to_status = b.to_status
   WHERE a.transitions IS DISTINCT FROM b.n;
