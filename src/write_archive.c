@@ -118,13 +118,27 @@ RowHoldsHash(Datum hashes, int64 hash)
 	return false;
 }
 
+/* 40001: the payment was archived after the transaction's snapshot. */
+static void
+RaiseArchivedConcurrently(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not serialize access due to a concurrent pay_archive"),
+			 errdetail("The payment was archived after this transaction's snapshot was taken."),
+			 errhint("Retry the whole transaction: the archive will answer.")));
+}
+
 /*
  * Whether the row of pay_archive_keys visible to snapshot whose lo is the
- * last at or below hash holds it.
+ * last at or below hash holds it, read through the primary key.
  */
 static bool
-ScanForHash(Relation keys, Relation pkey, TupleTableSlot *slot, Snapshot snapshot, uint64 hash)
+HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 {
+	Relation	keys = table_open(catalog->archive_keys, AccessShareLock);
+	Relation	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(keys, NULL);
 	IndexScanDesc scan;
 	ScanKeyData key;
 	bool		found = false;
@@ -143,54 +157,32 @@ ScanForHash(Relation keys, Relation pkey, TupleTableSlot *slot, Snapshot snapsho
 	}
 	index_endscan(scan);
 	PopActiveSnapshot();
-	return found;
-}
-
-/* 40001: the payment was archived after the transaction's snapshot. */
-static void
-RaiseArchivedConcurrently(void)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not serialize access due to a concurrent pay_archive"),
-			 errdetail("The payment was archived after this transaction's snapshot was taken."),
-			 errhint("Retry the whole transaction: the archive will answer.")));
-}
-
-/*
- * Whether pay_archive_keys holds hash: the last row whose lo is at or below
- * it, found through the primary key, holds it or no row does.
- */
-static bool
-ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
-{
-	Relation	keys;
-	Relation	pkey;
-	TupleTableSlot *slot;
-	bool		found;
-
-	if (!OidIsValid(catalog->archive_keys))
-		return false;			/* an installation of 1.2 or older */
-
-	keys = table_open(catalog->archive_keys, AccessShareLock);
-	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
-	slot = table_slot_create(keys, NULL);
-	found = ScanForHash(keys, pkey, slot, GetTransactionSnapshot(), hash);
-
-	/*
-	 * Under REPEATABLE READ and SERIALIZABLE the transaction's snapshot may
-	 * predate an archive that committed since: its payment is gone from the
-	 * ledger, its hash invisible.  Looked up past the snapshot, as a unique
-	 * check looks, such a hash is a concurrent change: the transaction is
-	 * retried, and then answered from the archive.
-	 */
-	if (!found && IsolationUsesXactSnapshot() &&
-		ScanForHash(keys, pkey, slot, GetLatestSnapshot(), hash))
-		RaiseArchivedConcurrently();
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(pkey, NoLock);	/* held to the end, as a SELECT holds it */
 	table_close(keys, NoLock);
 	return found;
+}
+
+/*
+ * Whether pay_archive_keys holds hash, under the snapshot the ledger's
+ * probe would take now.
+ *
+ * Under REPEATABLE READ and SERIALIZABLE the transaction's snapshot may
+ * predate an archive that committed since: its payment is gone from the
+ * ledger, its hash invisible.  Looked up past the snapshot, as a unique
+ * check looks, such a hash is a concurrent change: the transaction is
+ * retried, and then answered from the archive.
+ */
+static bool
+ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
+{
+	if (!OidIsValid(catalog->archive_keys))
+		return false;			/* an installation of 1.2 or older */
+	if (HashVisible(catalog, GetTransactionSnapshot(), hash))
+		return true;
+	if (IsolationUsesXactSnapshot() && HashVisible(catalog, GetLatestSnapshot(), hash))
+		RaiseArchivedConcurrently();
+	return false;
 }
 
 /*
@@ -302,21 +294,8 @@ PayArchiveHolds(const PayCatalog *catalog, Datum bizno)
 void
 PayArchiveRefuseArchivedMeanwhile(const PayCatalog *catalog, Datum bizno)
 {
-	Relation	keys;
-	Relation	pkey;
-	TupleTableSlot *slot;
-	bool		found;
-
-	if (!IsolationUsesXactSnapshot() || !OidIsValid(catalog->archive_keys))
-		return;
-	keys = table_open(catalog->archive_keys, AccessShareLock);
-	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
-	slot = table_slot_create(keys, NULL);
-	found = ScanForHash(keys, pkey, slot, GetLatestSnapshot(), PayArchiveIdentityHash(bizno));
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(pkey, NoLock);
-	table_close(keys, NoLock);
-	if (found)
+	if (IsolationUsesXactSnapshot() && OidIsValid(catalog->archive_keys) &&
+		HashVisible(catalog, GetLatestSnapshot(), PayArchiveIdentityHash(bizno)))
 		RaiseArchivedConcurrently();
 }
 

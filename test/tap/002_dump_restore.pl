@@ -156,8 +156,15 @@ for my $db (sort(keys %restored), 'from_1_1')
 			$db, q{SELECT string_agg(table_name || '.' || trigger_name || ' ' || enabled, ', '
 			                         ORDER BY table_name::text, trigger_name) FROM pay_guards}),
 		'orders.pay_guard always, orders.pay_guard_truncate always, '
+		  . 'pay_archive_runs.pay_archive_runs_guard always, '
 		  . 'pay_journal.pay_journal_guard always, pay_journal.pay_journal_guard_truncate always, '
-		  . 'pay_ledger.pay_ledger_guard always, pay_ledger.pay_ledger_guard_truncate always',
+		  . 'pay_journal_archive.pay_journal_archive_guard always, '
+		  . 'pay_journal_archive.pay_journal_archive_guard_truncate always, '
+		  . 'pay_journal_archive_default.pay_journal_archive_guard always, '
+		  . 'pay_ledger.pay_ledger_guard always, pay_ledger.pay_ledger_guard_truncate always, '
+		  . 'pay_ledger_archive.pay_ledger_archive_guard always, '
+		  . 'pay_ledger_archive.pay_ledger_archive_guard_truncate always, '
+		  . 'pay_ledger_archive_default.pay_ledger_archive_guard always',
 		"$db: every guard fires always");
 
 	my ($ret, $stdout, $stderr) = $node->psql($db, q{UPDATE pay_ledger SET status = 'INIT' WHERE bizno = 'D-SUCCESS'});
