@@ -520,7 +520,8 @@ COMMENT ON FUNCTION @extschema@.pay_archive_unready(timestamptz, bigint, text[])
 -- archive receives the rows first, then they are deleted from the journal
 -- and the ledger (the refunds before their payment).  Row texts and
 -- digests are taken with TimeZone UTC and DateStyle ISO, as
--- pay_archive_verify takes them.
+-- pay_archive_verify takes them.  A batch's joins and sorts of a million
+-- keys fit in work_mem = 128MB, which a nightly job may take.
 CREATE FUNCTION @extschema@.pay_archive(before timestamptz, max_rows integer DEFAULT 100000)
 RETURNS bigint
 AS $$
@@ -531,6 +532,7 @@ DECLARE
     chosen text[];
     moved text[];
     moved_months date[];
+    moved_refunds boolean[];
     hashes bigint[];
     archive_month date;
     moved_journal_rows bigint;
@@ -591,8 +593,9 @@ BEGIN
 
     -- every row to move, refunds first, with its payment's month
     SELECT pg_catalog.array_agg(m.bizno ORDER BY m.is_payment, m.bizno),
-           pg_catalog.array_agg(m.month ORDER BY m.is_payment, m.bizno)
-    INTO moved, moved_months
+           pg_catalog.array_agg(m.month ORDER BY m.is_payment, m.bizno),
+           pg_catalog.array_agg(NOT m.is_payment ORDER BY m.is_payment, m.bizno)
+    INTO moved, moved_months, moved_refunds
     FROM (SELECT l.bizno, l.parent IS NULL AS is_payment,
                  pg_catalog.date_trunc('month',
                      pg_catalog.max(l.updated_at) OVER (PARTITION BY COALESCE(l.parent, l.bizno))
@@ -630,7 +633,8 @@ BEGIN
         ledger_rows = m.ledger_rows OPERATOR(pg_catalog.+) excluded.ledger_rows,
         ledger_digest = m.ledger_digest OPERATOR(pg_catalog.+) excluded.ledger_digest;
 
-    WITH rows AS (SELECT * FROM ROWS FROM (pg_catalog.unnest(moved), pg_catalog.unnest(moved_months)) AS m(bizno, month)),
+    WITH rows AS (SELECT * FROM ROWS FROM (pg_catalog.unnest(moved), pg_catalog.unnest(moved_months),
+                                           pg_catalog.unnest(moved_refunds)) AS m(bizno, month, refund)),
     archived AS (
         INSERT INTO @extschema@.pay_journal_archive
             (seq, bizno, attempt, from_status, to_status, amount, currency, at, txid, actor, note,
@@ -653,7 +657,7 @@ BEGIN
         RETURNING 1)
     -- what they counted in pay_stats, as a first fold would count them
     INSERT INTO @extschema@.pay_archive_counts AS c (from_status, to_status, refund, second_charge, n)
-    SELECT a.from_status, a.to_status, l.parent IS NOT NULL,
+    SELECT a.from_status, a.to_status, r.refund,
            CASE WHEN a.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
                  AND a.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
                  AND a.note LIKE 'second charge%'
@@ -661,7 +665,7 @@ BEGIN
            END,
            pg_catalog.count(*)
     FROM archived AS a
-    JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) a.bizno
+    JOIN rows AS r ON r.bizno OPERATOR(pg_catalog.=) a.bizno
     GROUP BY 1, 2, 3, 4
     ON CONFLICT ON CONSTRAINT pay_archive_counts_key
     DO UPDATE SET n = c.n OPERATOR(pg_catalog.+) excluded.n;
@@ -700,7 +704,7 @@ END
 $$
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = @extschema@, pg_temp SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD'
-SET extra_float_digits = 1 SET jit = off;
+SET extra_float_digits = 1 SET jit = off SET work_mem = '128MB';
 
 COMMENT ON FUNCTION @extschema@.pay_archive(timestamptz, integer) IS
 'Move up to max_rows settled payments whose last change (and their refunds'') is before "before" out of the ledger and the journal into the archive; returns how many; call again until 0';
