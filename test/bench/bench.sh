@@ -22,12 +22,14 @@ sql() { psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
 # Transactions per second of one pgbench script, excluding connection time,
 # each run from the same start: vacuumed, analyzed, checkpointed.
 # A run that fails shows pgbench's errors and ends the benchmark.
+# PGBENCH_DEFINES: pgbench's -D options for the scripts that read variables.
+PGBENCH_DEFINES=()
 tps() {
 	local out errors
 	sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
 	errors=$(mktemp)
 	if ! out=$(pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$RUN_SECONDS" \
-		-f "$HERE/$1" "$DB" 2>"$errors"); then
+		"${PGBENCH_DEFINES[@]}" -f "$HERE/$1" "$DB" 2>"$errors"); then
 		echo "pgbench $1 failed:" >&2
 		cat "$errors" >&2
 		rm -f "$errors"
@@ -329,6 +331,256 @@ stats_table() {
 }
 STATS_ROWS=()
 
+# Backend CPU microseconds and WAL bytes per payment: CPU_PAYMENTS payments in
+# one session through prepared statements, measured by the backend itself
+# (/proc/self/schedstat: nanoseconds on a CPU) and by the WAL insert position.
+cpu_and_wal() {
+	local begin=$1 succeed=$2 key=$3 i
+	sql -c "CHECKPOINT"
+	{
+		echo "PREPARE pay_begin_step(text) AS $begin;"
+		echo "PREPARE pay_succeed_step(text) AS $succeed;"
+		echo "SELECT split_part(pg_read_file('/proc/self/schedstat'), ' ', 1) AS cpu0,"
+		echo "       pg_current_wal_insert_lsn() AS wal0 \\gset"
+		for i in $(seq "$CPU_PAYMENTS"); do
+			echo "EXECUTE pay_begin_step('$key$i'); EXECUTE pay_succeed_step('$key$i');"
+		done
+		echo "SELECT round((split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::numeric - :cpu0)"
+		echo "             / 1000 / $CPU_PAYMENTS, 1),"
+		echo "       round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'wal0') / $CPU_PAYMENTS);"
+	} | sql -F ' ' | tail -n 1
+}
+
+# Row 9, retention: what archiving ARCHIVE_PAYMENTS settled payments and
+# dropping their month costs and saves, in two databases of the cluster
+# built alike:
+#   bench_live      the live set alone: ARCHIVE_LIVE settled payments of now
+#                   (keys D1 .., as pk_select.pgbench reads), nothing archived;
+#   bench_archived  first ARCHIVE_PAYMENTS settled payments of March 2025
+#                   (keys O1 ..), then the same live set, so that the
+#                   archived rows are the oldest in the files, as they are
+#                   on a server that archives its oldest month.
+# Every payment has its two journal rows (NULL -> PROCESSING -> SUCCESS), as
+# pay_begin + pay_succeed leave them, written with the triggers off as
+# load_large_ledger writes its; both databases are vacuumed, analyzed and
+# folded into pay_stats' counts (the first fold, timed apart) before
+# bench_archived's old payments are archived with pay_archive('2025-04-01',
+# ARCHIVE_BATCH) until it returns 0, each call its own transaction (the
+# archive's throughput).  Then, the month kept, a late retry of a random
+# archived key (pay_claim, ALREADY_SUCCEEDED from the archive) against the
+# PK SELECT of a live row, in bench_archived; then the month's two
+# partitions are dropped (a claim of an archived key must then fail with
+# 55000), the database vacuumed, and the sizes of pay_ledger and
+# pay_journal (pg_total_relation_size: heap, indexes, TOAST) compared with
+# bench_live's, and pay_archive_keys' per archived payment.  Then a new
+# payment (api.pgbench) in each database, ROUNDS paired rounds, every other
+# round in reverse order.  Last, since a plain VACUUM leaves the archived
+# rows' space in the files, free for reuse but not given back (no VACUUM FULL
+# here), ARCHIVE_REFILL new settled payments are loaded into both databases
+# (after a VACUUM more, as autovacuum would have run: the index pages emptied
+# by the archive are recycled by a VACUUM after the one that deleted them),
+# vacuumed, and the sizes compared again.
+# BENCH_ARCHIVE_PAYMENTS (or ARCHIVE_PAYMENTS), BENCH_ARCHIVE_BATCH and
+# BENCH_ARCHIVE_REFILL scale it.
+ARCHIVE_PAYMENTS=${BENCH_ARCHIVE_PAYMENTS:-${ARCHIVE_PAYMENTS:-10000000}}
+ARCHIVE_BATCH=${BENCH_ARCHIVE_BATCH:-${ARCHIVE_BATCH:-1000000}}
+ARCHIVE_REFILL=${BENCH_ARCHIVE_REFILL:-${ARCHIVE_REFILL:-$ARCHIVE_PAYMENTS}}
+ARCHIVE_LIVE=100000
+ARCHIVE_AT="'2025-03-10 12:00+00'::timestamptz"
+ARCHIVE_MONTH=2025_03
+ARCHIVE_BEFORE=2025-04-01
+ARCHIVE_DBS=(bench_live bench_archived)
+
+# $2 settled payments with keys $1<1..$2>, last changed at $3 (an SQL
+# expression), each with its two journal rows, into database $DB.
+archive_load() {
+	local key=$1 count=$2 at=$3
+	sql >/dev/null <<SQL
+SET session_replication_role = replica;
+SET maintenance_work_mem = '1GB';
+INSERT INTO pay_ledger (bizno, status, attempt, amount, currency, channel_ref,
+                        created_at, updated_at, processing_since)
+    SELECT '$key' || g, 'SUCCESS', 1, 10, 'EUR', 'BANK-$key' || g, $at, $at, $at
+    FROM generate_series(1, $count) AS g;
+INSERT INTO pay_journal (bizno, attempt, from_status, to_status, amount, currency, at)
+    SELECT '$key' || (i + 1) / 2, 1,
+           CASE WHEN i % 2 = 0 THEN 'PROCESSING' END::pay_status,
+           CASE WHEN i % 2 = 0 THEN 'SUCCESS' ELSE 'PROCESSING' END::pay_status,
+           10, 'EUR', $at
+    FROM generate_series(1, 2 * $count::bigint) AS i;
+RESET session_replication_role;
+SQL
+}
+
+# "<pay_ledger bytes> <pay_journal bytes> <ledger rows>" of database $DB
+archive_sizes() {
+	sql -F ' ' -c "SELECT pg_total_relation_size('pay_ledger'), pg_total_relation_size('pay_journal'),
+	                      (SELECT count(*) FROM pay_ledger)"
+}
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+
+# The SQLSTATE of a claim of key $1 (amount 10 EUR) in database $DB, or its
+# action when it succeeds.
+claim_outcome() {
+	sql -c "DO \$\$
+	        DECLARE answer pay_claim;
+	        BEGIN
+	            answer := pay_claim('$1', 10, 'EUR');
+	            RAISE NOTICE 'outcome %', answer.action;
+	        EXCEPTION WHEN OTHERS THEN
+	            RAISE NOTICE 'outcome %', SQLSTATE;
+	        END \$\$" 2>&1 | sed -n 's/^NOTICE:  outcome //p'
+}
+
+# Run contenders "<database>:<script>" side by side, ROUNDS times, every
+# other round in reverse order; set MEDIAN[contender] and RUNS[contender].
+compare_in() {
+	local round contender order
+	for contender in "$@"; do RUNS[$contender]=''; done
+	for round in $(seq "$ROUNDS"); do
+		order=("$@")
+		if [ $((round % 2)) -eq 0 ]; then
+			order=()
+			for contender in "$@"; do order=("$contender" "${order[@]}"); done
+		fi
+		for contender in "${order[@]}"; do
+			RUNS[$contender]+="$(DB=${contender%%:*} tps "${contender#*:}") "
+		done
+	done
+	for contender in "$@"; do
+		MEDIAN[$contender]=$(median_of "${RUNS[$contender]}")
+		echo "   $contender: ${RUNS[$contender]}-> median ${MEDIAN[$contender]} tps" >&2
+	done
+}
+
+archive_bench() {
+	local DB db out n ms batches=0 archived=0 total_ms=0 batch_ms=() fold_ms=0 outcome started
+	local live_ledger live_journal live_rows arch_ledger arch_journal arch_rows
+	local keys_bytes keys_live hashes
+	local claim_row new_row cpu_row size_row keys_row archive_row round cpu wal cpu_archived cpu_live
+	echo "== 9. retention: $ARCHIVE_PAYMENTS payments archived in batches of $ARCHIVE_BATCH, their month dropped" >&2
+	started=$SECONDS
+	for db in "${ARCHIVE_DBS[@]}"; do
+		psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+		DB=$db sql -c "CREATE EXTENSION idempotent_pay"
+	done
+	DB=bench_archived
+	archive_load O "$ARCHIVE_PAYMENTS" "$ARCHIVE_AT"
+	for db in "${ARCHIVE_DBS[@]}"; do
+		DB=$db
+		archive_load D "$ARCHIVE_LIVE" "now()"
+		sql -c "VACUUM ANALYZE"
+		fold_ms=$(statement_ms "SELECT pay_stats_refresh()")
+		echo "   $db loaded, vacuumed, first fold of pay_stats $fold_ms ms ($((SECONDS - started)) s so far)" >&2
+	done
+
+	# the archive, batch by batch, each call its own transaction
+	DB=bench_archived
+	while :; do
+		out=$(sql -c '\timing on' -c "SELECT pay_archive('$ARCHIVE_BEFORE', $ARCHIVE_BATCH)")
+		n=$(grep -E '^[0-9]+$' <<<"$out" | head -n 1)
+		ms=$(awk '/^Time: / { print $2 }' <<<"$out")
+		total_ms=$(awk -v a="$total_ms" -v b="$ms" 'BEGIN { print a + b }')
+		[ "$n" -gt 0 ] || break
+		batches=$((batches + 1)) archived=$((archived + n))
+		batch_ms+=("$ms")
+		echo "   pay_archive: batch $batches, $n payments in $ms ms" >&2
+		if [ "$batches" -gt $((ARCHIVE_PAYMENTS / ARCHIVE_BATCH + 2)) ]; then
+			echo "pay_archive goes on past the $ARCHIVE_PAYMENTS payments loaded" >&2
+			return 1
+		fi
+	done
+	echo "   pay_archive: $archived payments in $batches batches, $total_ms ms with the last call's (0)" >&2
+	n=$(sql -c "SELECT count(*) FROM pay_ledger")
+	if [ "$archived" -ne "$ARCHIVE_PAYMENTS" ] || [ "$n" -ne "$ARCHIVE_LIVE" ]; then
+		echo "pay_archive archived $archived of $ARCHIVE_PAYMENTS payments and left $n in the ledger (expected $ARCHIVE_LIVE)" >&2
+		return 1
+	fi
+	archive_row="| 9. pay_archive (payments/s) | $archived payments in $batches batches of $ARCHIVE_BATCH: $(awk -v t="$total_ms" 'BEGIN { printf "%.1f", t / 1000 }') s (a batch $(printf '%s\n' "${batch_ms[@]}" | sort -g | head -n 1 | awk '{ printf "%.1f", $1 / 1000 }')–$(printf '%s\n' "${batch_ms[@]}" | sort -g | tail -n 1 | awk '{ printf "%.1f", $1 / 1000 }') s), after a first fold of pay_stats of $(awk -v t="$fold_ms" 'BEGIN { printf "%.1f", t / 1000 }') s (not included) | **$(awk -v n="$archived" -v t="$total_ms" 'BEGIN { printf "%.0f", n / t * 1000 }') payments/s** | — |"
+
+	# a late retry while the month is kept
+	outcome=$(claim_outcome O1)
+	if [ "$outcome" != ALREADY_SUCCEEDED ]; then
+		echo "a claim of an archived payment, its month kept, answered $outcome, not ALREADY_SUCCEEDED" >&2
+		return 1
+	fi
+	echo "== 9. a late retry of an archived payment (its month kept) vs the PK SELECT of a live row" >&2
+	PGBENCH_DEFINES=(-D "archived=$ARCHIVE_PAYMENTS")
+	compare_in bench_archived:archived_claim.pgbench bench_archived:pk_select.pgbench
+	PGBENCH_DEFINES=()
+	claim_row="| 9. late retry of an archived payment, its month kept (calls/s) | pay_claim (ALREADY_SUCCEEDED from the archive) $(printf %.0f "${MEDIAN[bench_archived:archived_claim.pgbench]}"), PK SELECT of a live row $(printf %.0f "${MEDIAN[bench_archived:pk_select.pgbench]}") | **$(paired "${RUNS[bench_archived:archived_claim.pgbench]}" "${RUNS[bench_archived:pk_select.pgbench]}" 'PK SELECT')** | — |"
+
+	# the month dropped, as a DBA drops it, and vacuumed
+	sql -c "DROP TABLE pay_ledger_archive_$ARCHIVE_MONTH, pay_journal_archive_$ARCHIVE_MONTH"
+	outcome=$(claim_outcome O1)
+	if [ "$outcome" != 55000 ]; then
+		echo "a claim of an archived payment, its month dropped, answered $outcome, not 55000" >&2
+		return 1
+	fi
+	for db in "${ARCHIVE_DBS[@]}"; do DB=$db sql -c "VACUUM ANALYZE"; done
+	DB=bench_archived
+	read -r arch_ledger arch_journal arch_rows < <(archive_sizes)
+	read -r live_ledger live_journal live_rows < <(DB=bench_live archive_sizes)
+	read -r keys_bytes keys_live hashes < <(sql -F ' ' -c "SELECT pg_total_relation_size('pay_archive_keys'),
+		(SELECT sum(pg_column_size(k.*)) FROM pay_archive_keys AS k),
+		(SELECT sum(cardinality(k.hashes)) FROM pay_archive_keys AS k)")
+	echo "   after the drop and VACUUM: pay_ledger $arch_ledger vs $live_ledger bytes, pay_journal $arch_journal vs $live_journal; pay_archive_keys $keys_bytes bytes ($keys_live in its rows), $hashes hashes" >&2
+	size_row="| 9. ledger after the archive, the drop and a plain VACUUM (MB) | pay_ledger $(mb "$arch_ledger") vs $(mb "$live_ledger") with the live set alone, pay_journal $(mb "$arch_journal") vs $(mb "$live_journal") ($arch_rows ledger rows each)$(awk -v a="$arch_ledger" -v b="$live_ledger" 'BEGIN { if (a > 1.1 * b) printf ": the archived rows\x27 space is free in the files, not given back" }') | **$(ratio "$arch_ledger" "$live_ledger")× pay_ledger, $(ratio "$arch_journal" "$live_journal")× pay_journal** | ≤ 1.1× |"
+	keys_row="| 9. pay_archive_keys per archived payment (bytes) | $keys_bytes bytes after VACUUM, its index included, for $hashes hashes of $archived payments; its rows $keys_live bytes, $(awk -v b="$keys_live" -v n="$hashes" 'BEGIN { printf "%.1f", b / n }') a hash | **$(awk -v b="$keys_bytes" -v n="$archived" 'BEGIN { printf "%.1f", b / n }') bytes/payment** | ≤ 16 |"
+
+	echo "== 9. a new payment with $ARCHIVE_PAYMENTS payments archived and dropped vs nothing archived" >&2
+	compare_in bench_archived:api.pgbench bench_live:api.pgbench
+	new_row="| 9. new payment with $ARCHIVE_PAYMENTS payments archived and their month dropped (payments/s) | archived $(printf %.0f "${MEDIAN[bench_archived:api.pgbench]}"), nothing archived $(printf %.0f "${MEDIAN[bench_live:api.pgbench]}") (two databases, $ARCHIVE_LIVE live payments each at the start) | **$(paired "${RUNS[bench_archived:api.pgbench]}" "${RUNS[bench_live:api.pgbench]}" 'nothing archived')** | ≥ 0.95× |"
+	# the same in backend CPU (as row 1b), which the machine's other work
+	# disturbs less than a rate
+	echo "== 9b. backend CPU per new payment, $CPU_PAYMENTS payments in one session, in each database" >&2
+	cpu_archived='' cpu_live=''
+	for round in $(seq "$ROUNDS"); do
+		for db in "${ARCHIVE_DBS[@]}"; do
+			DB=$db sql -c "VACUUM ANALYZE"
+			read -r cpu wal < <(DB=$db cpu_and_wal "SELECT pay_begin(\$1, 100.00, 'CNY')" \
+				"SELECT pay_succeed(\$1, 'bank-ref', 1)" "C9-$round-")
+			if [ "$db" = bench_live ]; then cpu_live+="$cpu "; else cpu_archived+="$cpu "; fi
+		done
+	done
+	echo "   archived: ${cpu_archived}µs, nothing archived: ${cpu_live}µs" >&2
+	cpu_row="| 9b. backend CPU per new payment with $ARCHIVE_PAYMENTS payments archived and dropped (µs, one session) | archived $(median_of "$cpu_archived"), nothing archived $(median_of "$cpu_live") | **$(paired "$cpu_live" "$cpu_archived" 'nothing archived (speed)')** | ≥ 0.95× |"
+
+	# the space reused: as many new payments in both databases, after a
+	# VACUUM more (index pages the first emptied are recycled by a later one);
+	# first the database that made fewer payments above is topped up to the
+	# other's count
+	read -r live_rows arch_rows < <(echo "$(DB=bench_live sql -c "SELECT count(*) FROM pay_ledger")" \
+		"$(sql -c "SELECT count(*) FROM pay_ledger")")
+	for db in "${ARCHIVE_DBS[@]}"; do
+		DB=$db
+		sql -c "VACUUM"
+		if [ "$db" = bench_live ] && [ "$live_rows" -lt "$arch_rows" ]; then
+			archive_load T $((arch_rows - live_rows)) "now()"
+		elif [ "$db" = bench_archived ] && [ "$arch_rows" -lt "$live_rows" ]; then
+			archive_load T $((live_rows - arch_rows)) "now()"
+		fi
+		archive_load R "$ARCHIVE_REFILL" "now()"
+		sql -c "VACUUM ANALYZE"
+	done
+	DB=bench_archived
+	read -r arch_ledger arch_journal arch_rows < <(archive_sizes)
+	read -r live_ledger live_journal live_rows < <(DB=bench_live archive_sizes)
+	echo "   after $ARCHIVE_REFILL new payments in both: pay_ledger $arch_ledger vs $live_ledger bytes, pay_journal $arch_journal vs $live_journal" >&2
+
+	ROWS+=("$new_row" "$cpu_row" "$size_row")
+	ROWS+=("| 9. ledger after $ARCHIVE_REFILL more new payments in both databases (MB) | pay_ledger $(mb "$arch_ledger") vs $(mb "$live_ledger") never archived, pay_journal $(mb "$arch_journal") vs $(mb "$live_journal") ($arch_rows and $live_rows ledger rows, the fewer topped up first) | **$(ratio "$arch_ledger" "$live_ledger")× pay_ledger, $(ratio "$arch_journal" "$live_journal")× pay_journal** | ≤ 1.1× |")
+	ROWS+=("$keys_row" "$claim_row" "$archive_row")
+	echo "   row 9 took $((SECONDS - started)) s" >&2
+}
+
+# BENCH_ONLY=archive: row 9 alone
+if [ "${BENCH_ONLY:-}" = archive ]; then
+	archive_bench
+	table
+	exit 0
+fi
+
 # BENCH_ONLY=stats: row 8 alone
 if [ "${BENCH_ONLY:-}" = stats ]; then
 	load_large_ledger
@@ -364,26 +616,6 @@ fi
 
 # row 7 here, while every contender's tables hold as many payments as row 1 left
 durable
-
-# Backend CPU microseconds and WAL bytes per payment: CPU_PAYMENTS payments in
-# one session through prepared statements, measured by the backend itself
-# (/proc/self/schedstat: nanoseconds on a CPU) and by the WAL insert position.
-cpu_and_wal() {
-	local begin=$1 succeed=$2 key=$3 i
-	sql -c "CHECKPOINT"
-	{
-		echo "PREPARE pay_begin_step(text) AS $begin;"
-		echo "PREPARE pay_succeed_step(text) AS $succeed;"
-		echo "SELECT split_part(pg_read_file('/proc/self/schedstat'), ' ', 1) AS cpu0,"
-		echo "       pg_current_wal_insert_lsn() AS wal0 \\gset"
-		for i in $(seq "$CPU_PAYMENTS"); do
-			echo "EXECUTE pay_begin_step('$key$i'); EXECUTE pay_succeed_step('$key$i');"
-		done
-		echo "SELECT round((split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::numeric - :cpu0)"
-		echo "             / 1000 / $CPU_PAYMENTS, 1),"
-		echo "       round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'wal0') / $CPU_PAYMENTS);"
-	} | sql -F ' ' | tail -n 1
-}
 
 echo "== 1b. backend CPU and WAL per payment, $CPU_PAYMENTS payments in one session" >&2
 declare -A CPU WAL
@@ -462,6 +694,7 @@ row "6. backend memory growth after 1M API calls in one session" \
 	"$memory bytes" "$(awk -v b="$memory" 'BEGIN { printf "%.3f MB", b / 1048576 }')" "< 1 MB"
 
 stats_reads
+archive_bench
 table
 durable_table
 stats_table
