@@ -79,8 +79,6 @@ static const PayReasonSpec reasons[PAY_REASON_COUNT] = {
 	"Refund at most %s, the rest of the capture; a failed refund frees its share."},
 	[PAY_REASON_ARCHIVED] = {"pay_archived", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 	"This payment was archived; never charge it."},
-	[PAY_REASON_ARCHIVED_ROW] = {"pay_protected_row", ERRCODE_CHECK_VIOLATION,
-	"Settled payments and their history leave only into the archive, through pay_archive."},
 };
 
 int

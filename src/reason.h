@@ -56,7 +56,6 @@ typedef enum PayReasonId
 	PAY_REASON_REFUND_LIMIT,
 	/* since 1.3 */
 	PAY_REASON_ARCHIVED,
-	PAY_REASON_ARCHIVED_ROW,
 	PAY_REASON_COUNT
 } PayReasonId;
 

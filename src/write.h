@@ -72,7 +72,6 @@ typedef enum PayArchiveMove
 } PayArchiveMove;
 
 extern uint64 PayArchiveKeyHash(Datum key);
-extern uint64 PayArchiveOrderHash(Datum prefix, Datum biz_id);
 extern uint64 PayArchiveIdentityHash(Datum key);
 extern PayArchived PayArchiveFind(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
 extern PayArchived PayArchiveFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,

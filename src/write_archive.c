@@ -69,8 +69,8 @@ PayArchiveKeyHash(Datum key)
 }
 
 /* The hash of business action (prefix, biz_id): of "prefix biz_id". */
-uint64
-PayArchiveOrderHash(Datum prefix, Datum biz_id)
+static uint64
+OrderHash(Datum prefix, Datum biz_id)
 {
 	text	   *p = DatumGetTextPP(prefix);
 	text	   *b = DatumGetTextPP(biz_id);
@@ -218,7 +218,7 @@ PayArchiveIdentityHash(Datum key)
 	Datum		biz_id;
 
 	if (KeyBusinessAction(key, &prefix, &biz_id))
-		return PayArchiveOrderHash(prefix, biz_id);
+		return OrderHash(prefix, biz_id);
 	return PayArchiveKeyHash(key);
 }
 
@@ -266,7 +266,7 @@ PayArchiveFind(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 PayArchived
 PayArchiveFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, LedgerRow *row)
 {
-	uint64		hash = PayArchiveOrderHash(prefix, biz_id);
+	uint64		hash = OrderHash(prefix, biz_id);
 
 	if (!ArchiveHoldsHash(catalog, hash))
 	{
