@@ -25,8 +25,9 @@ sql() { psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
 # PGBENCH_DEFINES: pgbench's -D options for the scripts that read variables.
 PGBENCH_DEFINES=()
 tps() {
-	local out errors
+	local out errors wal0 wal1
 	sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
+	wal0=$(sql -F ' ' -c "SELECT wal_bytes, wal_fpi FROM pg_stat_wal")
 	errors=$(mktemp)
 	if ! out=$(pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$RUN_SECONDS" \
 		"${PGBENCH_DEFINES[@]}" -f "$HERE/$1" "$DB" 2>"$errors"); then
@@ -36,6 +37,14 @@ tps() {
 		return 1
 	fi
 	rm -f "$errors"
+	# the WAL a transaction wrote (the cluster's, the run alone on it), to stderr
+	sleep 1
+	wal1=$(sql -F ' ' -c "SELECT wal_bytes, wal_fpi FROM pg_stat_wal")
+	awk -v a="$wal0" -v b="$wal1" -v db="$DB" -v script="$1" '
+		/^number of transactions actually processed: / { n = $6 }
+		END { split(a, x, " "); split(b, y, " ")
+		      if (n > 0) printf "   %s:%s: %.0f WAL bytes, %.2f full-page images a transaction\n",
+		                        db, script, (y[1] - x[1]) / n, (y[2] - x[2]) / n }' <<<"$out" >&2
 	awk '/^tps = / { print $3; exit }' <<<"$out"
 }
 
@@ -458,6 +467,7 @@ archive_bench() {
 	local live_ledger live_journal live_rows arch_ledger arch_journal arch_rows
 	local keys_bytes keys_live hashes
 	local claim_row new_row cpu_row size_row keys_row archive_row round cpu wal cpu_archived cpu_live
+	local wal_archived wal_live
 	echo "== 9. retention: $ARCHIVE_PAYMENTS payments archived in batches of $ARCHIVE_BATCH, their month dropped" >&2
 	started=$SECONDS
 	for db in "${ARCHIVE_DBS[@]}"; do
@@ -534,17 +544,21 @@ archive_bench() {
 	# the same in backend CPU (as row 1b), which the machine's other work
 	# disturbs less than a rate
 	echo "== 9b. backend CPU per new payment, $CPU_PAYMENTS payments in one session, in each database" >&2
-	cpu_archived='' cpu_live=''
+	cpu_archived='' cpu_live='' wal_archived='' wal_live=''
 	for round in $(seq "$ROUNDS"); do
 		for db in "${ARCHIVE_DBS[@]}"; do
 			DB=$db sql -c "VACUUM ANALYZE"
 			read -r cpu wal < <(DB=$db cpu_and_wal "SELECT pay_begin(\$1, 100.00, 'CNY')" \
 				"SELECT pay_succeed(\$1, 'bank-ref', 1)" "C9-$round-")
-			if [ "$db" = bench_live ]; then cpu_live+="$cpu "; else cpu_archived+="$cpu "; fi
+			if [ "$db" = bench_live ]; then
+				cpu_live+="$cpu " wal_live+="$wal "
+			else
+				cpu_archived+="$cpu " wal_archived+="$wal "
+			fi
 		done
 	done
-	echo "   archived: ${cpu_archived}µs, nothing archived: ${cpu_live}µs" >&2
-	cpu_row="| 9b. backend CPU per new payment with $ARCHIVE_PAYMENTS payments archived and dropped (µs, one session) | archived $(median_of "$cpu_archived"), nothing archived $(median_of "$cpu_live") | **$(paired "$cpu_live" "$cpu_archived" 'nothing archived (speed)')** | ≥ 0.95× |"
+	echo "   archived: ${cpu_archived}µs, ${wal_archived}WAL bytes; nothing archived: ${cpu_live}µs, ${wal_live}WAL bytes" >&2
+	cpu_row="| 9b. backend CPU per new payment with $ARCHIVE_PAYMENTS payments archived and dropped (µs, one session) | archived $(median_of "$cpu_archived"), nothing archived $(median_of "$cpu_live"); WAL archived $(median_of "$wal_archived"), nothing archived $(median_of "$wal_live") bytes a payment | **$(paired "$cpu_live" "$cpu_archived" 'nothing archived (speed)')** | ≥ 0.95× |"
 
 	# the space reused: as many new payments in both databases, after a
 	# VACUUM more (index pages the first emptied are recycled by a later one);
