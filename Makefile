@@ -38,6 +38,7 @@ OBJS = \
 	src/write_direct.o \
 	src/write_direct_policy.o \
 	src/write_archive.o \
+	src/archive_keys.o \
 	src/catalog.o
 
 # idempotent_pay_proxy, the API routed over PL/Proxy, is a

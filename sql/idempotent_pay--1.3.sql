@@ -320,18 +320,39 @@ CREATE INDEX ON @extschema@.pay_ledger_archive_default (prefix, biz_id) WHERE bi
 ALTER TABLE @extschema@.pay_journal_archive_default ADD CONSTRAINT pay_journal_archive_default_pkey PRIMARY KEY (seq);
 CREATE INDEX ON @extschema@.pay_journal_archive_default (bizno, seq);
 
+-- The packed form of a row of pay_archive_keys, in the C the claim's
+-- lookup reads it with (src/archive_keys.c): the hashes after the first,
+-- each as its distance from the one before in base-128 digits.
+CREATE FUNCTION @extschema@.pay_archive_key_pack(hashes bigint[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'pay_archive_key_pack'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_archive_key_pack(bigint[]) IS
+'The hashes after the first, packed as pay_archive_keys holds them in the row whose lo is the first';
+
+CREATE FUNCTION @extschema@.pay_archive_key_unpack(lo bigint, hashes bytea)
+RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'pay_archive_key_unpack'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_archive_key_unpack(bigint, bytea) IS
+'The hashes of a row of pay_archive_keys, lo first; NULL when the bytes are not a packed row';
+
 -- What outlives the archive: a 64-bit hash of every archived payment --
 -- of its business action for a bizNo of pay_bizno, else of its key
--- (pay_archive_key_hash).  Sorted, packed up to 200 to a row
--- (about 8.5 bytes a hash with the row's share): each row holds the hashes
--- from its lo up to the next row's lo, so that finding one is a probe of
--- the primary key and a binary search (src/write_archive.c).
+-- (pay_archive_key_hash).  Sorted, up to 256 to a row: each row holds the
+-- hashes from its lo up to the next row's lo, lo itself and the rest
+-- packed (pay_archive_key_pack: about 6 bytes a hash at ten million), so
+-- that finding one is a probe of the primary key and a walk along one row
+-- (src/write_archive.c).  Kept in the row (STORAGE MAIN), never in TOAST.
 CREATE TABLE @extschema@.pay_archive_keys (
     lo                  bigint PRIMARY KEY,
-    hashes              bigint[] NOT NULL
-                        CHECK (pg_catalog.array_position(hashes, NULL) IS NULL
-                               AND pg_catalog.array_ndims(hashes) OPERATOR(pg_catalog.=) 1)
+    hashes              bytea NOT NULL,
+    CONSTRAINT pay_archive_keys_hashes_check
+        CHECK (@extschema@.pay_archive_key_unpack(lo, hashes) IS NOT NULL)
 );
+ALTER TABLE @extschema@.pay_archive_keys ALTER COLUMN hashes SET STORAGE MAIN;
 
 COMMENT ON TABLE @extschema@.pay_archive_keys IS
 'The hashes of every payment pay_archive moved out of the ledger (pay_archive_key_hash), kept when the archive''s partitions are dropped: what refuses a late retry of an archived payment';
@@ -858,7 +879,7 @@ COMMENT ON FUNCTION @extschema@.pay_archive_key_hash(text) IS
 
 -- Merge hashes into pay_archive_keys: every row a new hash falls in (the
 -- first row for hashes below it) is read with them, and written again in
--- rows of at most 200, each starting at its lowest hash.
+-- rows of at most 256, each starting at its lowest hash.
 CREATE FUNCTION @extschema@.pay_archive_add_keys(hashes bigint[])
 RETURNS void
 AS $$
@@ -881,7 +902,8 @@ AS $$
         WHERE k.lo OPERATOR(pg_catalog.=) ANY (SELECT p.lo FROM placed AS p)
         RETURNING k.lo, k.hashes),
     merged AS (
-        SELECT t.lo, x.h FROM touched AS t, pg_catalog.unnest(t.hashes) AS x(h)
+        SELECT t.lo, x.h
+        FROM touched AS t, pg_catalog.unnest(@extschema@.pay_archive_key_unpack(t.lo, t.hashes)) AS x(h)
         UNION
         SELECT p.lo, p.h FROM placed AS p),
     numbered AS (
@@ -891,10 +913,10 @@ AS $$
         FROM merged AS m
         WINDOW w AS (PARTITION BY m.lo ORDER BY m.h))
     INSERT INTO @extschema@.pay_archive_keys (lo, hashes)
-    SELECT pg_catalog.min(b.h), pg_catalog.array_agg(b.h ORDER BY b.h)
+    SELECT pg_catalog.min(b.h), @extschema@.pay_archive_key_pack(pg_catalog.array_agg(b.h ORDER BY b.h))
     FROM numbered AS b
-    -- ceil(n / 200) rows of equal share
-    GROUP BY b.lo, (b.i OPERATOR(pg_catalog.*) ((b.n OPERATOR(pg_catalog.+) 199) OPERATOR(pg_catalog./) 200))
+    -- ceil(n / 256) rows of equal share
+    GROUP BY b.lo, (b.i OPERATOR(pg_catalog.*) ((b.n OPERATOR(pg_catalog.+) 255) OPERATOR(pg_catalog./) 256))
                    OPERATOR(pg_catalog./) b.n
 $$
 LANGUAGE sql VOLATILE SET search_path = @extschema@, pg_temp;
@@ -1327,16 +1349,22 @@ AS $$
     SELECT l.bizno, 'in the ledger, but its payment was archived: a second charge of it'
     FROM @extschema@.pay_ledger AS l
     CROSS JOIN LATERAL (SELECT @extschema@.pay_archive_key_hash(l.bizno) AS h) AS k
-    WHERE (SELECT k.h OPERATOR(pg_catalog.=) ANY (r.hashes) FROM @extschema@.pay_archive_keys AS r
+    WHERE (SELECT k.h OPERATOR(pg_catalog.=) ANY (@extschema@.pay_archive_key_unpack(r.lo, r.hashes))
+           FROM @extschema@.pay_archive_keys AS r
            WHERE r.lo OPERATOR(pg_catalog.<=) k.h
            ORDER BY r.lo DESC LIMIT 1)
     UNION ALL
     SELECT a.bizno, 'archived, but the hash that refuses its late retries is not kept'
     FROM @extschema@.pay_ledger_archive AS a
     CROSS JOIN LATERAL (SELECT @extschema@.pay_archive_key_hash(a.bizno) AS h) AS k
-    WHERE (SELECT k.h OPERATOR(pg_catalog.=) ANY (r.hashes) FROM @extschema@.pay_archive_keys AS r
+    WHERE (SELECT k.h OPERATOR(pg_catalog.=) ANY (@extschema@.pay_archive_key_unpack(r.lo, r.hashes))
+           FROM @extschema@.pay_archive_keys AS r
            WHERE r.lo OPERATOR(pg_catalog.<=) k.h
            ORDER BY r.lo DESC LIMIT 1) IS NOT TRUE
+    UNION ALL
+    SELECT NULL, pg_catalog.format('the row of pay_archive_keys from %s is not a list of hashes', r.lo)
+    FROM @extschema@.pay_archive_keys AS r
+    WHERE @extschema@.pay_archive_key_unpack(r.lo, r.hashes) IS NULL
     UNION ALL
     SELECT pg_catalog.min(a.bizno), pg_catalog.format('business action %s %s was archived under %s bizNos',
                                                      a.prefix, a.biz_id, pg_catalog.count(*))
@@ -2343,6 +2371,8 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_archive_partitions(date),
     @extschema@.pay_archive_unready(timestamptz, bigint, text[]),
     @extschema@.pay_archive_key_hash(text),
+    @extschema@.pay_archive_key_pack(bigint[]),
+    @extschema@.pay_archive_key_unpack(bigint, bytea),
     @extschema@.pay_protect(regclass, name, name[]),
     @extschema@.pay_unprotect(regclass)
 FROM PUBLIC;

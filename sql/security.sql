@@ -91,7 +91,7 @@ WHERE p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)
                         'pay_stats_running_transactions', 'pay_stats_transactions_ended',
                         'pay_stats_counts_usable', 'pay_stats_usable_state', 'pay_stats_counted_snapshot',
                         'pay_archive_add_keys', 'pay_archive_partitions', 'pay_archive_unready',
-                        'pay_archive_key_hash')
+                        'pay_archive_key_hash', 'pay_archive_key_pack', 'pay_archive_key_unpack')
   AND NOT has_function_privilege('regress_app', p.oid, 'EXECUTE')
   AND NOT has_function_privilege('regress_finance', p.oid, 'EXECUTE')
 ORDER BY 1;

@@ -138,7 +138,10 @@ CountArchivedKeys(Oid namespace, Oid owner)
 	if (!OidIsValid(keys))
 		return 0;
 	LockRelationOid(keys, AccessExclusiveLock);
-	return CountAsOwner(owner, psprintf("SELECT pg_catalog.sum(pg_catalog.cardinality(hashes))::bigint FROM %s",
+	/* a row that is not a packed list of hashes counts as one */
+	return CountAsOwner(owner, psprintf("SELECT pg_catalog.sum(COALESCE(pg_catalog.cardinality("
+										"%s.pay_archive_key_unpack(lo, hashes)), 1))::bigint FROM %s",
+										quote_identifier(get_namespace_name(namespace)),
 										QualifiedName(keys)));
 }
 

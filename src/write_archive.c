@@ -12,9 +12,10 @@
  * archive's partitions: a DBA drops those, the hashes stay, and a late
  * retry of an archived payment is refused however late it comes.  The
  * hashes are packed, sorted, in rows of up to a few hundred, each row
- * covering the hashes from its lo up to the next row's lo; finding one is a
- * probe of the primary key on lo for the last row at or below it and a
- * binary search.  That probe is what a new payment pays for the archive:
+ * covering the hashes from its lo up to the next row's lo, each hash after
+ * lo as its distance from the one before (archive_keys.h); finding one is
+ * a probe of the primary key on lo for the last row at or below it and a
+ * walk along that row.  That probe is what a new payment pays for the archive:
  * it runs when the key is not in the live ledger, read straight through
  * the index and table access methods under the snapshot the ledger's probe
  * would take now, so that a payment whose ledger row the probe no longer
@@ -43,16 +44,15 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "archive_keys.h"
 #include "bizno_format.h"
 #include "compat.h"
 #include "write.h"
@@ -87,35 +87,22 @@ OrderHash(Datum prefix, Datum biz_id)
 	return hash;
 }
 
-/* Whether the sorted hashes of one row of pay_archive_keys hold hash. */
+/* Whether the row of pay_archive_keys from lo, packed as hashes, holds hash. */
 static bool
-RowHoldsHash(Datum hashes, int64 hash)
+RowHoldsHash(int64 lo, Datum hashes, int64 hash)
 {
-	ArrayType  *array = DatumGetArrayTypeP(hashes);
-	const int64 *items;
-	int			lo = 0;
-	int			hi = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)) - 1;
+	bytea	   *packed = DatumGetByteaPP(hashes);
+	ArchiveKeysLookup found = archive_keys_find(lo, (const uint8 *) VARDATA_ANY(packed),
+												VARSIZE_ANY_EXHDR(packed), hash);
 
-	/* its CHECK constraint keeps NULLs out; a DBA may have dropped it */
-	if (ARR_HASNULL(array) || ARR_ELEMTYPE(array) != INT8OID || ARR_NDIM(array) > 1)
+	/* its CHECK constraint keeps such rows out; a DBA may have dropped it */
+	if (found == ARCHIVE_KEYS_MALFORMED)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("pay_archive_keys holds a row that is not a list of hashes"),
+				 errdetail("The row of lo %lld.", (long long) lo),
 				 errhint("Restore pay_archive_keys from the last dump.")));
-	/* no NULLs: the elements follow the header */
-	items = (const int64 *) ((const char *) array + ARR_OVERHEAD_NONULLS(ARR_NDIM(array)));
-	while (lo <= hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-
-		if (items[mid] == hash)
-			return true;
-		if (items[mid] < hash)
-			lo = mid + 1;
-		else
-			hi = mid - 1;
-	}
-	return false;
+	return found == ARCHIVE_KEYS_PRESENT;
 }
 
 /* 40001: the payment was archived after the transaction's snapshot. */
@@ -150,10 +137,12 @@ HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 	index_rescan(scan, &key, 1, NULL, 0);
 	if (index_getnext_slot(scan, BackwardScanDirection, slot))
 	{
-		bool		isnull;
-		Datum		hashes = slot_getattr(slot, 2, &isnull);
+		bool		lo_null;
+		bool		hashes_null;
+		Datum		lo = slot_getattr(slot, 1, &lo_null);
+		Datum		hashes = slot_getattr(slot, 2, &hashes_null);
 
-		found = !isnull && RowHoldsHash(hashes, (int64) hash);
+		found = !lo_null && !hashes_null && RowHoldsHash(DatumGetInt64(lo), hashes, (int64) hash);
 	}
 	index_endscan(scan);
 	PopActiveSnapshot();

@@ -148,7 +148,7 @@ is( $primary->safe_psql('retention', "SELECT pay_archive('2025-05-01')"),
 	'retention: pay_archive on the primary moves the settled payments of March and April');
 my $archive_sql = "SELECT string_agg(a::text, E'\\n' ORDER BY a.bizno, a.month) FROM pay_ledger_archive AS a";
 my $journal_archive_sql = "SELECT string_agg(a::text, E'\\n' ORDER BY a.seq) FROM pay_journal_archive AS a";
-my $hashes_sql = "SELECT string_agg(h::text, ',' ORDER BY h) FROM pay_archive_keys, unnest(hashes) AS h";
+my $hashes_sql = "SELECT string_agg(h::text, ',' ORDER BY h) FROM pay_archive_keys, unnest(pay_archive_key_unpack(lo, hashes)) AS h";
 my %archived_on_primary = map { $_ => $primary->safe_psql('retention', $_) }
   $archive_sql, $journal_archive_sql, $hashes_sql;
 $primary->wait_for_catchup($standby);
@@ -564,9 +564,10 @@ my $identity_sql = q{CASE WHEN pay_bizno_valid(a.bizno)
 	THEN (SELECT hashtextextended((p.prefix || ' ' || p.biz_id) COLLATE "C", 0) FROM pay_bizno_parse(a.bizno) AS p)
 	ELSE hashtextextended(a.bizno COLLATE "C", 0) END};
 my $hashes_check_sql = qq{
-	SELECT count(*) FILTER (WHERE NOT EXISTS (SELECT FROM pay_archive_keys AS k WHERE x.h = ANY (k.hashes))),
+	SELECT count(*) FILTER (WHERE NOT EXISTS (SELECT FROM pay_archive_keys AS k
+	                                          WHERE x.h = ANY (pay_archive_key_unpack(k.lo, k.hashes)))),
 	       count(DISTINCT x.h),
-	       (SELECT sum(cardinality(hashes)) FROM pay_archive_keys)
+	       (SELECT sum(cardinality(pay_archive_key_unpack(lo, hashes))) FROM pay_archive_keys)
 	FROM pay_ledger_archive AS a CROSS JOIN LATERAL (SELECT $identity_sql AS h) AS x};
 is(retained_sql($hashes_check_sql), '0|' . scalar(@archived_first) . '|' . scalar(@archived_first),
 	'retention: the hash of every archived payment and refund is kept, and nothing else');

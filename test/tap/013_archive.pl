@@ -453,7 +453,7 @@ sub hashes
 {
 	my ($db) = @_;
 	return $node->safe_psql($db,
-		q{SELECT string_agg(h::text, ',' ORDER BY h) FROM pay_archive_keys, unnest(hashes) AS h});
+		q{SELECT string_agg(h::text, ',' ORDER BY h) FROM pay_archive_keys, unnest(pay_archive_key_unpack(lo, hashes)) AS h});
 }
 
 # Late retries of every archived payment, refund and business action, of
