@@ -147,7 +147,13 @@ FireRowTriggers(DirectWrite *write, TriggerEvent timing, TriggerEvent event,
 				HeapTuple oldtuple, HeapTuple newtuple, Bitmapset *updatedcols)
 {
 	Relation	ledger = write->ledger;
-	TriggerDesc *triggers = ledger->trigdesc;
+
+	/*
+	 * The result relation's copy, as the trigger manager reads it: a trigger
+	 * that opens a relation may take in an invalidation of the ledger, whose
+	 * rebuild frees ledger->trigdesc while this loop walks it.
+	 */
+	TriggerDesc *triggers = write->result->ri_TrigDesc;
 	int			type_timing = timing == TRIGGER_EVENT_BEFORE ? TRIGGER_TYPE_BEFORE : TRIGGER_TYPE_AFTER;
 	int			type_event = event == TRIGGER_EVENT_INSERT ? TRIGGER_TYPE_INSERT : TRIGGER_TYPE_UPDATE;
 

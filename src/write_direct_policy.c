@@ -255,7 +255,7 @@ static bool
 JournalAllowsDirectInsert(Relation journal)
 {
 	TupleDesc	tupdesc = RelationGetDescr(journal);
-	TriggerDesc *triggers = journal->trigdesc;
+	TriggerDesc *triggers;
 	int			columns = 0;
 
 	for (int a = 0; a < tupdesc->natts; a++)
@@ -287,6 +287,12 @@ JournalAllowsDirectInsert(Relation journal)
 			return false;
 	if (IndexesKind(journal) != PAY_EXPRESSION_PLAIN)
 		return false;
+
+	/*
+	 * Read after every catalog lookup above: one may have taken in an
+	 * invalidation of the journal, whose rebuild frees the old trigdesc.
+	 */
+	triggers = journal->trigdesc;
 
 	return columns == JOURNAL_COLUMNS &&
 		journal->rd_rel->relkind == RELKIND_RELATION &&
@@ -341,7 +347,7 @@ static PayExpressionKind
 LedgerDirectWriteKind(Relation ledger)
 {
 	TupleDesc	tupdesc = RelationGetDescr(ledger);
-	TriggerDesc *triggers = ledger->trigdesc;
+	TriggerDesc *triggers;
 	MemoryContext old_context;
 	PayExpressionKind kind = PAY_EXPRESSION_PLAIN;
 	static const LedgerColumn written[] = {
@@ -363,6 +369,9 @@ LedgerDirectWriteKind(Relation ledger)
 	kind = Max(kind, IndexesKind(ledger));
 	if (kind == PAY_EXPRESSION_FOREIGN)
 		return kind;
+
+	/* read after the lookups above, as in JournalAllowsDirectInsert */
+	triggers = ledger->trigdesc;
 
 	for (int i = 0; triggers && i < triggers->numtriggers; i++)
 	{
