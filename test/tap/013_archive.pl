@@ -21,6 +21,15 @@
 # 3. Where every payment was archived and its month dropped, the ledger is
 #    empty, but DROP EXTENSION is still refused (2BP01): the hashes in
 #    pay_archive_keys are what refuses a late retry, and would go with it.
+# 4. The space given back while the application pays: pg_repack (Debian's
+#    postgresql-15-repack; skipped where the server's major has none) of
+#    pay_ledger, pay_journal and pay_archive_keys after a month of 20,000
+#    payments was archived and dropped, 500 of this month staying.  Every
+#    payment made meanwhile is
+#    settled and journaled, the files shrink to within 1.1x those of a
+#    database where the same payments were made and nothing archived, the
+#    triggers and guards are as before, an archived key is still refused,
+#    pay_verify is empty and amcheck finds the three intact.
 #
 # Every expectation is derived from the payments made here (which were old,
 # settled, refunded), and the journal rows they wrote, never from what
@@ -629,6 +638,132 @@ is($node->safe_psql('emptied', q{SELECT count(*) FROM pg_extension WHERE extname
 is( $node->safe_psql('emptied',
 		$outcome . q{SELECT pg_temp.outcome($$SELECT pay_begin('E-SUCCESS', 10, 'EUR')$$)}),
 	'55000 pay_archived', 'emptied: and refuses a late retry');
+
+###########################################################################
+# 4. pg_repack after the archive, while the application pays.
+###########################################################################
+my $pg_repack = $node->config_data('--bindir') . '/pg_repack';
+SKIP:
+{
+	skip "pg_repack is not installed for PostgreSQL $major (apt-get install postgresql-$major-repack)", 15
+	  unless -x $pg_repack && -f $node->config_data('--pkglibdir') . '/pg_repack.so';
+	my $db = 'repacked';
+	my $old = 20000;
+	my $live = 4000;
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, 'CREATE EXTENSION idempotent_pay; CREATE EXTENSION pg_repack;');
+	$node->safe_psql($db, $grants);
+	# a month of old settled payments, each with its two journal rows, as
+	# pay_begin and pay_succeed leave them (written with the bookkeeping off,
+	# to date them); archived and dropped
+	$node->safe_psql(
+		$db, qq{
+		SET session_replication_role = replica;
+		INSERT INTO pay_ledger (bizno, status, attempt, amount, currency, channel_ref,
+		                        created_at, updated_at, processing_since)
+		    SELECT 'OLD-' || g, 'SUCCESS', 1, 10, 'EUR', 'BANK-OLD-' || g,
+		           '2025-03-10 12:00+00', '2025-03-10 12:00+00', '2025-03-10 12:00+00'
+		    FROM generate_series(1, $old) AS g;
+		INSERT INTO pay_journal (bizno, attempt, from_status, to_status, amount, currency, at)
+		    SELECT 'OLD-' || (i + 1) / 2, 1,
+		           CASE WHEN i % 2 = 0 THEN 'PROCESSING' END::pay_status,
+		           CASE WHEN i % 2 = 0 THEN 'SUCCESS' ELSE 'PROCESSING' END::pay_status,
+		           10, 'EUR', '2025-03-10 12:00+00'
+		    FROM generate_series(1, 2 * $old) AS i;
+		RESET session_replication_role;});
+	# and after them in the files, the payments of this month
+	$node->safe_psql($db, "SELECT pay_begin('NOW-' || g, 5, 'EUR') FROM generate_series(1, 500) AS g");
+	$node->safe_psql($db, "SELECT pay_succeed('NOW-' || g, 'BANK-NOW-' || g, 1) FROM generate_series(1, 500) AS g");
+	is($node->safe_psql($db, q{SELECT pay_archive('2025-04-01', 100000)}, extra_params => [ '-U', 'payment_ops' ]),
+		$old, "$db: the old month archived");
+	$node->safe_psql($db, 'DROP TABLE pay_ledger_archive_2025_03, pay_journal_archive_2025_03');
+	$node->safe_psql($db, 'VACUUM pay_ledger, pay_journal, pay_archive_keys');
+	my $sizes = q{SELECT pg_total_relation_size('pay_ledger') || ' ' || pg_total_relation_size('pay_journal')
+	                     || ' ' || pg_total_relation_size('pay_archive_keys')};
+	my $triggers = q{SELECT string_agg(tgrelid::regclass || ' ' || tgname || ' ' || tgenabled::text, ', ' ORDER BY 1)
+	                 FROM pg_trigger WHERE tgrelid IN ('pay_ledger'::regclass, 'pay_journal'::regclass)};
+	my @before = split / /, $node->safe_psql($db, $sizes);
+	my $triggers_before = $node->safe_psql($db, $triggers);
+
+	# the application pays, each call its own transaction, while pg_repack
+	# rewrites the three tables
+	my $script = "$dir/repack_payments.sql";
+	open my $fh, '>', $script or die "cannot write $script: $!";
+	print $fh "SELECT pay_begin('LIVE-$_', 5, 'EUR');\nSELECT pay_succeed('LIVE-$_', 'BANK-LIVE-$_', 1);\n"
+	  for 1 .. $live;
+	close $fh;
+	my ($app_out, $app_err) = ('', '');
+	my $app = IPC::Run::start(
+		[
+			'psql', '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1', '-U', 'payment_app',
+			'-d', $node->connstr($db), '-f', $script
+		],
+		'<', '/dev/null', '>', \$app_out, '2>', \$app_err);
+	my $paid = q{SELECT count(*) FROM pay_ledger WHERE bizno LIKE 'LIVE-%'};
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	sleep(0.05) while $node->safe_psql($db, $paid) < 100 && time < $deadline;
+	my $paid_at_start = $node->safe_psql($db, $paid);
+	my ($repack_out, $repack_err) = ('', '');
+	my $repacked = IPC::Run::run(
+		[
+			$pg_repack, '-h', $node->host, '-p', $node->port, '-d', $db,
+			'-t', 'pay_ledger', '-t', 'pay_journal', '-t', 'pay_archive_keys'
+		],
+		'<', '/dev/null', '>', \$repack_out, '2>', \$repack_err);
+	my $paid_at_end = $node->safe_psql($db, $paid);
+	ok($repacked, "$db: pg_repack of pay_ledger, pay_journal and pay_archive_keys succeeds")
+	  or diag $repack_err;
+	ok($paid_at_start < $live && $paid_at_end > $paid_at_start,
+		"$db: the application paid while pg_repack ran ($paid_at_start payments before, $paid_at_end after)");
+	ok($app->finish, "$db: every call of the application succeeded") or diag $app_err;
+
+	# the live set's size: the same payments, made the same way, in a
+	# database that never held more; both vacuumed
+	my $never = 'never_archived';
+	$node->safe_psql('postgres', "CREATE DATABASE $never");
+	$node->safe_psql($never, 'CREATE EXTENSION idempotent_pay');
+	$node->safe_psql($never, $grants);
+	$node->safe_psql($never, "SELECT pay_begin('NOW-' || g, 5, 'EUR') FROM generate_series(1, 500) AS g");
+	$node->safe_psql($never, "SELECT pay_succeed('NOW-' || g, 'BANK-NOW-' || g, 1) FROM generate_series(1, 500) AS g");
+	my ($never_out, $never_err) = ('', '');
+	IPC::Run::run(
+		[
+			'psql', '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1', '-U', 'payment_app',
+			'-d', $node->connstr($never), '-f', $script
+		],
+		'<', '/dev/null', '>', \$never_out, '2>', \$never_err)
+	  or die "the payments in $never failed: $never_err";
+	$node->safe_psql($_, 'VACUUM pay_ledger, pay_journal') for $db, $never;
+	my @after = split / /, $node->safe_psql($db, $sizes);
+	my @live_set = split / /, $node->safe_psql($never, $sizes);
+	ok( $before[0] > 2 * $live_set[0]
+		  && $after[0] <= 1.1 * $live_set[0]
+		  && $before[1] > 2 * $live_set[1]
+		  && $after[1] <= 1.1 * $live_set[1],
+		"$db: pay_ledger $before[0] -> $after[0] bytes, pay_journal $before[1] -> $after[1]: "
+		  . "within 1.1x a database's that never archived ($live_set[0], $live_set[1])");
+	ok($after[2] <= $before[2], "$db: pay_archive_keys $before[2] -> $after[2] bytes");
+	is( $node->safe_psql(
+			$db, q{SELECT count(*) FILTER (WHERE status = 'SUCCESS') || ' ' || count(*)
+			       || ' ' || (SELECT count(*) FROM pay_journal WHERE bizno LIKE 'LIVE-%')
+			       FROM pay_ledger WHERE bizno LIKE 'LIVE-%'}),
+		"$live $live " . 2 * $live,
+		"$db: every payment of the application settled, with its two journal rows");
+	is($node->safe_psql($db, $triggers), $triggers_before, "$db: the triggers of ledger and journal as before");
+	is($node->safe_psql($db, q{SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'repack%'}),
+		0, "$db: pg_repack left no trigger behind");
+	is( $node->safe_psql($db, $outcome . q{SELECT pg_temp.outcome($$SELECT pay_claim('OLD-7', 10, 'EUR')$$)},
+			extra_params => [ '-U', 'payment_app' ]),
+		'55000 pay_archived', "$db: an archived key is still refused");
+	is( $node->safe_psql($db, $outcome . q{SELECT pg_temp.outcome($$DELETE FROM pay_ledger WHERE bizno = 'LIVE-1'$$)}),
+		'23514 pay_protected_row', "$db: the guard still refuses to delete a settled payment");
+	is($node->safe_psql($db, q{SELECT pay_begin('AFTER-1', 5, 'EUR')}, extra_params => [ '-U', 'payment_app' ]),
+		'PROCEED', "$db: a new payment after the repack");
+	is($node->safe_psql($db, 'SELECT count(*) FROM pay_verify()'), 0, "$db: pay_verify() is empty");
+	is(months_verified($db), "2025-03 $old $old " . 2 * $old . ' false none',
+		"$db: pay_archive_verify finds the month dropped, no problem");
+	is(amcheck($db), '0 0', "$db: amcheck finds ledger, journal, archive and pay_archive_keys intact");
+}
 
 $node->stop;
 done_testing();
