@@ -379,21 +379,21 @@ cpu_and_wal() {
 # archived key (pay_claim, ALREADY_SUCCEEDED from the archive) against the
 # PK SELECT of a live row, in bench_archived; then the month's two
 # partitions are dropped (a claim of an archived key must then fail with
-# 55000), the database vacuumed, and the sizes of pay_ledger and
+# 55000), both databases vacuumed, and the sizes of pay_ledger and
 # pay_journal (pg_total_relation_size: heap, indexes, TOAST) compared with
-# bench_live's, and pay_archive_keys' per archived payment.  Then a new
-# payment (api.pgbench) in each database, ROUNDS paired rounds, every other
-# round in reverse order.  Last, since a plain VACUUM leaves the archived
-# rows' space in the files, free for reuse but not given back (no VACUUM FULL
-# here), ARCHIVE_REFILL new settled payments are loaded into both databases
-# (after a VACUUM more, as autovacuum would have run: the index pages emptied
-# by the archive are recycled by a VACUUM after the one that deleted them),
-# vacuumed, and the sizes compared again.
-# BENCH_ARCHIVE_PAYMENTS (or ARCHIVE_PAYMENTS), BENCH_ARCHIVE_BATCH and
-# BENCH_ARCHIVE_REFILL scale it.
+# bench_live's: a plain VACUUM leaves the archived rows' space in the
+# files, free for new payments but not given back.  A new payment
+# (api.pgbench) in each database then, ROUNDS paired rounds, every other
+# round in reverse order.  Then the space given back as doc/operations.md
+# gives it back while payments go on: pg_repack of pay_ledger, pay_journal
+# and pay_archive_keys, in both databases alike (bench_live's repacked
+# tables are the live set's size); the sizes compared again, and
+# pay_archive_keys' per archived payment (after the plain VACUUM and after
+# pg_repack), and a new payment in each database again, as a rate and in
+# backend CPU.
+# BENCH_ARCHIVE_PAYMENTS (or ARCHIVE_PAYMENTS) and BENCH_ARCHIVE_BATCH scale it.
 ARCHIVE_PAYMENTS=${BENCH_ARCHIVE_PAYMENTS:-${ARCHIVE_PAYMENTS:-10000000}}
 ARCHIVE_BATCH=${BENCH_ARCHIVE_BATCH:-${ARCHIVE_BATCH:-1000000}}
-ARCHIVE_REFILL=${BENCH_ARCHIVE_REFILL:-${ARCHIVE_REFILL:-$ARCHIVE_PAYMENTS}}
 ARCHIVE_LIVE=100000
 ARCHIVE_AT="'2025-03-10 12:00+00'::timestamptz"
 ARCHIVE_MONTH=2025_03
@@ -467,7 +467,8 @@ archive_bench() {
 	local live_ledger live_journal live_rows arch_ledger arch_journal arch_rows
 	local keys_bytes keys_live hashes
 	local claim_row new_row cpu_row size_row keys_row archive_row round cpu wal cpu_archived cpu_live
-	local wal_archived wal_live
+	local wal_archived wal_live vacuumed_row repacked_row keys_vacuumed_row keys_vacuumed_bytes
+	local started_repack repack_s
 	echo "== 9. retention: $ARCHIVE_PAYMENTS payments archived in batches of $ARCHIVE_BATCH, their month dropped" >&2
 	started=$SECONDS
 	for db in "${ARCHIVE_DBS[@]}"; do
@@ -531,16 +532,38 @@ archive_bench() {
 	DB=bench_archived
 	read -r arch_ledger arch_journal arch_rows < <(archive_sizes)
 	read -r live_ledger live_journal live_rows < <(DB=bench_live archive_sizes)
+	keys_vacuumed_bytes=$(sql -c "SELECT pg_total_relation_size('pay_archive_keys')")
+	echo "   after the drop and VACUUM: pay_ledger $arch_ledger vs $live_ledger bytes, pay_journal $arch_journal vs $live_journal; pay_archive_keys $keys_vacuumed_bytes bytes" >&2
+	size_row="| 9. ledger after the archive, the drop and a plain VACUUM (MB) | pay_ledger $(mb "$arch_ledger") vs $(mb "$live_ledger") with the live set alone, pay_journal $(mb "$arch_journal") vs $(mb "$live_journal") ($arch_rows ledger rows each)$(awk -v a="$arch_ledger" -v b="$live_ledger" 'BEGIN { if (a > 1.1 * b) printf ": the archived rows\x27 space is free in the files for new payments, not given back" }') | **$(ratio "$arch_ledger" "$live_ledger")× pay_ledger, $(ratio "$arch_journal" "$live_journal")× pay_journal** | — |"
+
+	echo "== 9. a new payment right after the archive (plain VACUUM) vs nothing archived" >&2
+	compare_in bench_archived:api.pgbench bench_live:api.pgbench
+	vacuumed_row="| 9. new payment right after $ARCHIVE_PAYMENTS payments were archived and their month dropped, a plain VACUUM (payments/s) | archived $(printf %.0f "${MEDIAN[bench_archived:api.pgbench]}"), nothing archived $(printf %.0f "${MEDIAN[bench_live:api.pgbench]}") | **$(paired "${RUNS[bench_archived:api.pgbench]}" "${RUNS[bench_live:api.pgbench]}" 'nothing archived')** | — |"
+
+	# the space given back as doc/operations.md does it, while payments could
+	# go on: pg_repack of the ledger, the journal and the hashes; the live
+	# set's size is that of bench_live's tables repacked alike
+	for db in "${ARCHIVE_DBS[@]}"; do
+		DB=$db sql -c "CREATE EXTENSION IF NOT EXISTS pg_repack"
+		started_repack=$(date +%s.%N)
+		pg_repack -q -d "$db" -t pay_ledger -t pay_journal -t pay_archive_keys
+		[ "$db" = bench_archived ] && repack_s=$(awk -v a="$started_repack" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+		DB=$db sql -c "VACUUM ANALYZE"
+	done
+	DB=bench_archived
+	read -r arch_ledger arch_journal arch_rows < <(archive_sizes)
+	read -r live_ledger live_journal live_rows < <(DB=bench_live archive_sizes)
 	read -r keys_bytes keys_live hashes < <(sql -F ' ' -c "SELECT pg_total_relation_size('pay_archive_keys'),
 		(SELECT sum(pg_column_size(k.*)) FROM pay_archive_keys AS k),
 		(SELECT sum(cardinality(pay_archive_key_unpack(k.lo, k.hashes))) FROM pay_archive_keys AS k)")
-	echo "   after the drop and VACUUM: pay_ledger $arch_ledger vs $live_ledger bytes, pay_journal $arch_journal vs $live_journal; pay_archive_keys $keys_bytes bytes ($keys_live in its rows), $hashes hashes" >&2
-	size_row="| 9. ledger after the archive, the drop and a plain VACUUM (MB) | pay_ledger $(mb "$arch_ledger") vs $(mb "$live_ledger") with the live set alone, pay_journal $(mb "$arch_journal") vs $(mb "$live_journal") ($arch_rows ledger rows each)$(awk -v a="$arch_ledger" -v b="$live_ledger" 'BEGIN { if (a > 1.1 * b) printf ": the archived rows\x27 space is free in the files, not given back" }') | **$(ratio "$arch_ledger" "$live_ledger")× pay_ledger, $(ratio "$arch_journal" "$live_journal")× pay_journal** | ≤ 1.1× |"
-	keys_row="| 9. pay_archive_keys per archived payment (bytes) | $keys_bytes bytes after VACUUM, its index included, for $hashes hashes of $archived payments; its rows $keys_live bytes, $(awk -v b="$keys_live" -v n="$hashes" 'BEGIN { printf "%.1f", b / n }') a hash | **$(awk -v b="$keys_bytes" -v n="$archived" 'BEGIN { printf "%.1f", b / n }') bytes/payment** | ≤ 16 |"
+	echo "   after pg_repack ($repack_s s): pay_ledger $arch_ledger vs $live_ledger bytes, pay_journal $arch_journal vs $live_journal; pay_archive_keys $keys_bytes bytes ($keys_live in its rows), $hashes hashes" >&2
+	repacked_row="| 9. ledger after the archive, the drop and pg_repack (MB) | pay_ledger $(mb "$arch_ledger") vs $(mb "$live_ledger") with the live set alone (repacked alike), pay_journal $(mb "$arch_journal") vs $(mb "$live_journal") ($arch_rows and $live_rows ledger rows); pg_repack took $repack_s s | **$(ratio "$arch_ledger" "$live_ledger")× pay_ledger, $(ratio "$arch_journal" "$live_journal")× pay_journal** | ≤ 1.1× |"
+	keys_row="| 9. pay_archive_keys per archived payment (bytes) | $keys_bytes bytes after pg_repack, its index included, for $hashes hashes of $archived payments; its rows $keys_live bytes, $(awk -v b="$keys_live" -v n="$hashes" 'BEGIN { printf "%.1f", b / n }') a hash | **$(awk -v b="$keys_bytes" -v n="$archived" 'BEGIN { printf "%.1f", b / n }') bytes/payment** | ≤ 16 |"
+	keys_vacuumed_row="| 9. pay_archive_keys per archived payment after a plain VACUUM (bytes) | $keys_vacuumed_bytes bytes, its index included: each pay_archive writes again the rows its hashes fall in, and the space of the rows replaced stays in the file | **$(awk -v b="$keys_vacuumed_bytes" -v n="$archived" 'BEGIN { printf "%.1f", b / n }') bytes/payment** | ≤ 16 |"
 
-	echo "== 9. a new payment with $ARCHIVE_PAYMENTS payments archived and dropped vs nothing archived" >&2
+	echo "== 9. a new payment with $ARCHIVE_PAYMENTS payments archived and dropped, after pg_repack, vs nothing archived" >&2
 	compare_in bench_archived:api.pgbench bench_live:api.pgbench
-	new_row="| 9. new payment with $ARCHIVE_PAYMENTS payments archived and their month dropped (payments/s) | archived $(printf %.0f "${MEDIAN[bench_archived:api.pgbench]}"), nothing archived $(printf %.0f "${MEDIAN[bench_live:api.pgbench]}") (two databases, $ARCHIVE_LIVE live payments each at the start) | **$(paired "${RUNS[bench_archived:api.pgbench]}" "${RUNS[bench_live:api.pgbench]}" 'nothing archived')** | ≥ 0.95× |"
+	new_row="| 9. new payment with $ARCHIVE_PAYMENTS payments archived, their month dropped and the ledger repacked (payments/s) | archived $(printf %.0f "${MEDIAN[bench_archived:api.pgbench]}"), nothing archived $(printf %.0f "${MEDIAN[bench_live:api.pgbench]}") (two databases, $ARCHIVE_LIVE live payments each at the start) | **$(paired "${RUNS[bench_archived:api.pgbench]}" "${RUNS[bench_live:api.pgbench]}" 'nothing archived')** | ≥ 0.95× |"
 	# the same in backend CPU (as row 1b), which the machine's other work
 	# disturbs less than a rate
 	echo "== 9b. backend CPU per new payment, $CPU_PAYMENTS payments in one session, in each database" >&2
@@ -558,33 +581,9 @@ archive_bench() {
 		done
 	done
 	echo "   archived: ${cpu_archived}µs, ${wal_archived}WAL bytes; nothing archived: ${cpu_live}µs, ${wal_live}WAL bytes" >&2
-	cpu_row="| 9b. backend CPU per new payment with $ARCHIVE_PAYMENTS payments archived and dropped (µs, one session) | archived $(median_of "$cpu_archived"), nothing archived $(median_of "$cpu_live"); WAL archived $(median_of "$wal_archived"), nothing archived $(median_of "$wal_live") bytes a payment | **$(paired "$cpu_live" "$cpu_archived" 'nothing archived (speed)')** | ≥ 0.95× |"
+	cpu_row="| 9b. backend CPU per new payment with $ARCHIVE_PAYMENTS payments archived and dropped, after pg_repack (µs, one session) | archived $(median_of "$cpu_archived"), nothing archived $(median_of "$cpu_live"); WAL archived $(median_of "$wal_archived"), nothing archived $(median_of "$wal_live") bytes a payment | **$(paired "$cpu_live" "$cpu_archived" 'nothing archived (speed)')** | ≥ 0.95× |"
 
-	# the space reused: as many new payments in both databases, after a
-	# VACUUM more (index pages the first emptied are recycled by a later one);
-	# first the database that made fewer payments above is topped up to the
-	# other's count
-	read -r live_rows arch_rows < <(echo "$(DB=bench_live sql -c "SELECT count(*) FROM pay_ledger")" \
-		"$(sql -c "SELECT count(*) FROM pay_ledger")")
-	for db in "${ARCHIVE_DBS[@]}"; do
-		DB=$db
-		sql -c "VACUUM"
-		if [ "$db" = bench_live ] && [ "$live_rows" -lt "$arch_rows" ]; then
-			archive_load T $((arch_rows - live_rows)) "now()"
-		elif [ "$db" = bench_archived ] && [ "$arch_rows" -lt "$live_rows" ]; then
-			archive_load T $((live_rows - arch_rows)) "now()"
-		fi
-		archive_load R "$ARCHIVE_REFILL" "now()"
-		sql -c "VACUUM ANALYZE"
-	done
-	DB=bench_archived
-	read -r arch_ledger arch_journal arch_rows < <(archive_sizes)
-	read -r live_ledger live_journal live_rows < <(DB=bench_live archive_sizes)
-	echo "   after $ARCHIVE_REFILL new payments in both: pay_ledger $arch_ledger vs $live_ledger bytes, pay_journal $arch_journal vs $live_journal" >&2
-
-	ROWS+=("$new_row" "$cpu_row" "$size_row")
-	ROWS+=("| 9. ledger after $ARCHIVE_REFILL more new payments in both databases (MB) | pay_ledger $(mb "$arch_ledger") vs $(mb "$live_ledger") never archived, pay_journal $(mb "$arch_journal") vs $(mb "$live_journal") ($arch_rows and $live_rows ledger rows, the fewer topped up first) | **$(ratio "$arch_ledger" "$live_ledger")× pay_ledger, $(ratio "$arch_journal" "$live_journal")× pay_journal** | ≤ 1.1× |")
-	ROWS+=("$keys_row" "$claim_row" "$archive_row")
+	ROWS+=("$new_row" "$cpu_row" "$vacuumed_row" "$repacked_row" "$size_row" "$keys_row" "$keys_vacuumed_row" "$claim_row" "$archive_row")
 	echo "   row 9 took $((SECONDS - started)) s" >&2
 }
 
