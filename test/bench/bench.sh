@@ -546,7 +546,10 @@ archive_bench() {
 	for db in "${ARCHIVE_DBS[@]}"; do
 		DB=$db sql -c "CREATE EXTENSION IF NOT EXISTS pg_repack"
 		started_repack=$(date +%s.%N)
-		pg_repack -q -d "$db" -t pay_ledger -t pay_journal -t pay_archive_keys
+		if ! out=$(pg_repack -d "$db" -t pay_ledger -t pay_journal -t pay_archive_keys 2>&1); then
+			echo "pg_repack failed: $out" >&2
+			return 1
+		fi
 		[ "$db" = bench_archived ] && repack_s=$(awk -v a="$started_repack" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 		DB=$db sql -c "VACUUM ANALYZE"
 	done
