@@ -137,7 +137,7 @@ SELECT (SELECT sum(transitions) FROM pay_stats_transitions) =
 -- went in, the extremes included; six bytes and a little a hash among 256
 -- spread like ten million; bytes that are not a packed row are refused by
 -- the table, found by pay_verify, and stop a claim (55000) rather than be
--- read as hashes.
+-- read as hashes, as does a column of another type.
 SELECT h, pay_archive_key_unpack(h[1], pay_archive_key_pack(h)) = h AS round_trip
 FROM (VALUES (ARRAY[-9223372036854775808, -1, 0, 1, 9223372036854775807]::bigint[]),
              (ARRAY[42]::bigint[])) AS v(h);
@@ -159,6 +159,10 @@ DELETE FROM pay_archive_keys;
 INSERT INTO pay_archive_keys VALUES (-9223372036854775808, '\x00');
 SELECT * FROM pay_verify();
 SELECT outcome($$SELECT pay_claim('AR-LATER', 10, 'EUR')$$) AS claim_over_malformed_row,
+       error_message($$SELECT pay_claim('AR-LATER', 10, 'EUR')$$) AS error;
+-- nor is a column of another type read as hashes
+ALTER TABLE pay_archive_keys ALTER COLUMN hashes TYPE text USING encode(hashes, 'hex');
+SELECT outcome($$SELECT pay_claim('AR-LATER', 10, 'EUR')$$) AS claim_over_text_column,
        error_message($$SELECT pay_claim('AR-LATER', 10, 'EUR')$$) AS error;
 ROLLBACK;
 

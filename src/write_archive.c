@@ -44,6 +44,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
@@ -125,10 +126,22 @@ HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 {
 	Relation	keys = table_open(catalog->archive_keys, AccessShareLock);
 	Relation	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
-	TupleTableSlot *slot = table_slot_create(keys, NULL);
+	TupleDesc	columns = RelationGetDescr(keys);
+	TupleTableSlot *slot;
 	IndexScanDesc scan;
 	ScanKeyData key;
 	bool		found = false;
+
+	/* lo bigint, hashes bytea, as the extension made them: read by type */
+	if (columns->natts < 2 || TupleDescAttr(columns, 0)->atttypid != INT8OID ||
+		TupleDescAttr(columns, 1)->atttypid != BYTEAOID ||
+		pkey->rd_index->indnkeyatts < 1 || pkey->rd_index->indkey.values[0] != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pay_archive_keys is not as idempotent_pay created it"),
+				 errdetail("Its columns must be lo bigint and hashes bytea, its primary key on lo."),
+				 errhint("Restore pay_archive_keys from the last dump.")));
+	slot = table_slot_create(keys, NULL);
 
 	PushActiveSnapshot(snapshot);
 	ScanKeyEntryInitialize(&key, 0, 1, BTLessEqualStrategyNumber, InvalidOid,
