@@ -14,6 +14,7 @@
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "utils/array.h"
+#include "utils/memutils.h"
 
 #include "api.h"
 #include "archive_keys.h"
@@ -54,6 +55,10 @@ pay_archive_key_pack(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("hashes must be a list of one or more hashes")));
+	if ((Size) (count - 1) > (MaxAllocSize - VARHDRSZ) / ARCHIVE_KEYS_MAX_DIGITS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many hashes to pack into one row: %d", count)));
 	hashes = palloc(count * sizeof(int64));
 	for (int i = 0; i < count; i++)
 	{
@@ -80,10 +85,16 @@ pay_archive_key_unpack(PG_FUNCTION_ARGS)
 	int64		lo = PG_GETARG_INT64(0);
 	bytea	   *packed = PG_GETARG_BYTEA_PP(1);
 	size_t		length = VARSIZE_ANY_EXHDR(packed);
-	int64	   *hashes = palloc((length + 1) * sizeof(int64));
-	size_t		count = archive_keys_unpack(lo, (const uint8 *) VARDATA_ANY(packed), length, hashes);
+	int64	   *hashes;
+	size_t		count;
 	Datum	   *items;
 
+	if (length + 1 > MaxAllocSize / sizeof(Datum))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many bytes to unpack as one row of hashes: %zu", length)));
+	hashes = palloc((length + 1) * sizeof(int64));
+	count = archive_keys_unpack(lo, (const uint8 *) VARDATA_ANY(packed), length, hashes);
 	if (count == 0)
 		PG_RETURN_NULL();
 	items = palloc(count * sizeof(Datum));
