@@ -166,6 +166,21 @@ SELECT outcome($$SELECT pay_claim('AR-LATER', 10, 'EUR')$$) AS claim_over_text_c
        error_message($$SELECT pay_claim('AR-LATER', 10, 'EUR')$$) AS error;
 ROLLBACK;
 
+-- 8. Payments the archive must leave (a second charge no statement
+-- confirmed) do not take the places of those it may move: a call of one
+-- payment passes over three of them to the next.
+SELECT count(payment_in('AR-TWICE-' || g, 'SUCCESS')) AS paid FROM generate_series(1, 3) AS g;
+SELECT count(pay_succeed('AR-TWICE-' || g, 'BANK-TWICE-' || g, 1)) AS charged_twice FROM generate_series(1, 3) AS g;
+SELECT payment_in('AR-AFTER-TWICE', 'SUCCESS');
+SET session_replication_role = replica;
+UPDATE pay_ledger SET updated_at = '2025-05-10 12:00+00' WHERE bizno LIKE 'AR-TWICE-%' OR bizno = 'AR-AFTER-TWICE';
+RESET session_replication_role;
+SET ROLE regress_archive_operator;
+SELECT pay_archive('2025-06-01', 1) AS past_the_second_charges, pay_archive('2025-06-01', 1) AS none_left;
+RESET ROLE;
+SELECT bizno FROM pay_ledger_archive WHERE month = '2025-05-01';
+SELECT count(*) AS second_charges_stay FROM pay_ledger WHERE bizno LIKE 'AR-TWICE-%';
+
 DROP OWNED BY regress_archive_app, regress_archive_operator;
 DROP ROLE regress_archive_app;
 DROP ROLE regress_archive_operator;

@@ -587,31 +587,35 @@ BEGIN
     -- Lock the payments to move, skipping any a claim holds; then their
     -- refunds.  Judged again under the locks, with a snapshot that sees
     -- whatever committed before them: no refund can start, retry or settle
-    -- meanwhile (a new refund locks its payment first).
-    locked := ARRAY(
-        SELECT l.bizno FROM @extschema@.pay_ledger AS l
-        WHERE l.parent IS NULL
-          AND l.status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
-          AND l.updated_at OPERATOR(pg_catalog.<) before
-          AND l.bizno OPERATOR(pg_catalog.<>) ALL (unready)
-        LIMIT max_rows
-        FOR UPDATE SKIP LOCKED);
-    IF pg_catalog.cardinality(locked) OPERATOR(pg_catalog.=) 0 THEN
-        RETURN 0;
-    END IF;
-    PERFORM FROM pg_catalog.unnest(locked) AS c(bizno)
-    JOIN @extschema@.pay_ledger AS r ON r.parent OPERATOR(pg_catalog.=) c.bizno
-    FOR UPDATE OF r;
-    unready := ARRAY(SELECT @extschema@.pay_archive_unready(before, folded_below, locked));
-    chosen := ARRAY(
-        SELECT l.bizno FROM pg_catalog.unnest(locked) AS c(bizno)
-        JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) c.bizno
-        WHERE l.status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
-          AND l.updated_at OPERATOR(pg_catalog.<) before
-          AND l.bizno OPERATOR(pg_catalog.<>) ALL (unready));
-    IF pg_catalog.cardinality(chosen) OPERATOR(pg_catalog.=) 0 THEN
-        RETURN 0;
-    END IF;
+    -- meanwhile (a new refund locks its payment first).  Payments found
+    -- unready only then (an unconfirmed second charge) are passed over and
+    -- the next are locked, so that 0 means nothing is left to move.
+    LOOP
+        locked := ARRAY(
+            SELECT l.bizno FROM @extschema@.pay_ledger AS l
+            WHERE l.parent IS NULL
+              AND l.status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
+              AND l.updated_at OPERATOR(pg_catalog.<) before
+              AND l.bizno OPERATOR(pg_catalog.<>) ALL (unready)
+            LIMIT max_rows
+            FOR UPDATE SKIP LOCKED);
+        IF pg_catalog.cardinality(locked) OPERATOR(pg_catalog.=) 0 THEN
+            RETURN 0;
+        END IF;
+        PERFORM FROM pg_catalog.unnest(locked) AS c(bizno)
+        JOIN @extschema@.pay_ledger AS r ON r.parent OPERATOR(pg_catalog.=) c.bizno
+        FOR UPDATE OF r;
+        unready := ARRAY(SELECT pg_catalog.unnest(unready)
+                         UNION
+                         SELECT @extschema@.pay_archive_unready(before, folded_below, locked));
+        chosen := ARRAY(
+            SELECT l.bizno FROM pg_catalog.unnest(locked) AS c(bizno)
+            JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) c.bizno
+            WHERE l.status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
+              AND l.updated_at OPERATOR(pg_catalog.<) before
+              AND l.bizno OPERATOR(pg_catalog.<>) ALL (unready));
+        EXIT WHEN pg_catalog.cardinality(chosen) OPERATOR(pg_catalog.>) 0;
+    END LOOP;
 
     -- every row to move, refunds first, with its payment's month
     SELECT pg_catalog.array_agg(m.bizno ORDER BY m.is_payment, m.bizno),
