@@ -37,6 +37,7 @@ OBJS = \
 	src/write_sql.o \
 	src/write_direct.o \
 	src/write_direct_policy.o \
+	src/write_indexes.o \
 	src/write_archive.o \
 	src/archive_keys.o \
 	src/catalog.o
@@ -52,7 +53,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql) \
 REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive upgrade version13
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
-ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim
+ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers

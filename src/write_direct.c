@@ -96,6 +96,7 @@
 #include "compat.h"
 #include "write_direct.h"
 #include "write_direct_policy.h"
+#include "write_indexes.h"
 
 /* The state of one direct write: the ledger opened as a result relation. */
 typedef struct DirectWrite
@@ -229,7 +230,7 @@ BeginDirectWrite(FunctionCallInfo fcinfo, CmdType operation, DirectWrite *write)
 	write->estate = CreateExecutorState();
 	write->result = makeNode(ResultRelInfo);
 	InitResultRelInfo(write->result, write->ledger, 0, NULL, 0);
-	ExecOpenIndices(write->result, operation == CMD_INSERT);
+	PayOpenIndices(write->result, operation == CMD_INSERT);
 	/* a DBA's default, domain check or index may look a name up */
 	write->search_path_level = write->policy->ledger_kind == PAY_EXPRESSION_PLAIN ? -1 :
 		PayPinSearchPath(catalog);
@@ -754,7 +755,7 @@ PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 	TupleTableSlot *slot = ExecInitExtraTupleSlot(estate, tupdesc, &TTSOpsVirtual);
 
 	InitResultRelInfo(result_rel, journal, 0, NULL, 0);
-	ExecOpenIndices(result_rel, false);
+	PayOpenIndices(result_rel, false);
 
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, sizeof(bool) * tupdesc->natts);
