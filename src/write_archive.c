@@ -47,6 +47,7 @@
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
+#include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
@@ -125,13 +126,23 @@ static bool
 HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 {
 	Relation	keys = table_open(catalog->archive_keys, AccessShareLock);
-	Relation	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
+	Relation	pkey;
 	TupleDesc	columns = RelationGetDescr(keys);
 	TupleTableSlot *slot;
 	IndexScanDesc scan;
 	ScanKeyData key;
 	bool		found = false;
 
+	/*
+	 * A table of no page holds no row, committed or not: all a database
+	 * that never archived pays for the lookup is the table's size.
+	 */
+	if (RelationGetNumberOfBlocks(keys) == 0)
+	{
+		table_close(keys, NoLock);	/* held to the end, as a SELECT holds it */
+		return false;
+	}
+	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
 	/* lo bigint, hashes bytea, as the extension made them: read by type */
 	if (columns->natts < 2 || TupleDescAttr(columns, 0)->atttypid != INT8OID ||
 		TupleDescAttr(columns, 1)->atttypid != BYTEAOID ||

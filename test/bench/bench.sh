@@ -51,20 +51,31 @@ tps() {
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
-# Run scripts side by side, ROUNDS times; set MEDIAN[script] and RUNS[script]
-# (the rounds' rates, in round order).
+# Run contenders side by side, ROUNDS times, every other round in reverse
+# order, so that no contender always runs right after the same one; a
+# contender is a pgbench script, run in $DB, or "<database>:<script>".  Set
+# MEDIAN[contender] and RUNS[contender] (the rounds' rates, in round order).
 declare -A MEDIAN RUNS
 compare() {
-	local round script
-	for script in "$@"; do RUNS[$script]=''; done
+	local round contender order
+	for contender in "$@"; do RUNS[$contender]=''; done
 	for round in $(seq "$ROUNDS"); do
-		for script in "$@"; do
-			RUNS[$script]+="$(tps "$script") "
+		order=("$@")
+		if [ $((round % 2)) -eq 0 ]; then
+			order=()
+			for contender in "$@"; do order=("$contender" "${order[@]}"); done
+		fi
+		for contender in "${order[@]}"; do
+			if [[ $contender == *:* ]]; then
+				RUNS[$contender]+="$(DB=${contender%%:*} tps "${contender#*:}") "
+			else
+				RUNS[$contender]+="$(tps "$contender") "
+			fi
 		done
 	done
-	for script in "$@"; do
-		MEDIAN[$script]=$(echo "${RUNS[$script]}" | tr ' ' '\n' | grep . | median)
-		echo "   $script: ${RUNS[$script]}-> median ${MEDIAN[$script]} tps" >&2
+	for contender in "$@"; do
+		MEDIAN[$contender]=$(median_of "${RUNS[$contender]}")
+		echo "   $contender: ${RUNS[$contender]}-> median ${MEDIAN[$contender]} tps" >&2
 	done
 }
 
@@ -441,27 +452,6 @@ claim_outcome() {
 	        END \$\$" 2>&1 | sed -n 's/^NOTICE:  outcome //p'
 }
 
-# Run contenders "<database>:<script>" side by side, ROUNDS times, every
-# other round in reverse order; set MEDIAN[contender] and RUNS[contender].
-compare_in() {
-	local round contender order
-	for contender in "$@"; do RUNS[$contender]=''; done
-	for round in $(seq "$ROUNDS"); do
-		order=("$@")
-		if [ $((round % 2)) -eq 0 ]; then
-			order=()
-			for contender in "$@"; do order=("$contender" "${order[@]}"); done
-		fi
-		for contender in "${order[@]}"; do
-			RUNS[$contender]+="$(DB=${contender%%:*} tps "${contender#*:}") "
-		done
-	done
-	for contender in "$@"; do
-		MEDIAN[$contender]=$(median_of "${RUNS[$contender]}")
-		echo "   $contender: ${RUNS[$contender]}-> median ${MEDIAN[$contender]} tps" >&2
-	done
-}
-
 archive_bench() {
 	local DB db out n ms batches=0 archived=0 total_ms=0 batch_ms=() fold_ms=0 outcome started
 	local live_ledger live_journal live_rows arch_ledger arch_journal arch_rows
@@ -517,7 +507,7 @@ archive_bench() {
 	fi
 	echo "== 9. a late retry of an archived payment (its month kept) vs the PK SELECT of a live row" >&2
 	PGBENCH_DEFINES=(-D "archived=$ARCHIVE_PAYMENTS")
-	compare_in bench_archived:archived_claim.pgbench bench_archived:pk_select.pgbench
+	compare bench_archived:archived_claim.pgbench bench_archived:pk_select.pgbench
 	PGBENCH_DEFINES=()
 	claim_row="| 9. late retry of an archived payment, its month kept (calls/s) | pay_claim (ALREADY_SUCCEEDED from the archive) $(printf %.0f "${MEDIAN[bench_archived:archived_claim.pgbench]}"), PK SELECT of a live row $(printf %.0f "${MEDIAN[bench_archived:pk_select.pgbench]}") | **$(paired "${RUNS[bench_archived:archived_claim.pgbench]}" "${RUNS[bench_archived:pk_select.pgbench]}" 'PK SELECT')** | — |"
 
@@ -537,7 +527,7 @@ archive_bench() {
 	size_row="| 9. ledger after the archive, the drop and a plain VACUUM (MB) | pay_ledger $(mb "$arch_ledger") vs $(mb "$live_ledger") with the live set alone, pay_journal $(mb "$arch_journal") vs $(mb "$live_journal") ($arch_rows ledger rows each)$(awk -v a="$arch_ledger" -v b="$live_ledger" 'BEGIN { if (a > 1.1 * b) printf ": the archived rows\x27 space is free in the files for new payments, not given back" }') | **$(ratio "$arch_ledger" "$live_ledger")× pay_ledger, $(ratio "$arch_journal" "$live_journal")× pay_journal** | — |"
 
 	echo "== 9. a new payment right after the archive (plain VACUUM) vs nothing archived" >&2
-	compare_in bench_archived:api.pgbench bench_live:api.pgbench
+	compare bench_archived:api.pgbench bench_live:api.pgbench
 	vacuumed_row="| 9. new payment right after $ARCHIVE_PAYMENTS payments were archived and their month dropped, a plain VACUUM (payments/s) | archived $(printf %.0f "${MEDIAN[bench_archived:api.pgbench]}"), nothing archived $(printf %.0f "${MEDIAN[bench_live:api.pgbench]}") | **$(paired "${RUNS[bench_archived:api.pgbench]}" "${RUNS[bench_live:api.pgbench]}" 'nothing archived')** | — |"
 
 	# the space given back as doc/operations.md does it, while payments could
@@ -565,7 +555,7 @@ archive_bench() {
 	keys_vacuumed_row="| 9. pay_archive_keys per archived payment after a plain VACUUM (bytes) | $keys_vacuumed_bytes bytes, its index included: each pay_archive writes again the rows its hashes fall in, and the space of the rows replaced stays in the file | **$(awk -v b="$keys_vacuumed_bytes" -v n="$archived" 'BEGIN { printf "%.1f", b / n }') bytes/payment** | ≤ 16 |"
 
 	echo "== 9. a new payment with $ARCHIVE_PAYMENTS payments archived and dropped, after pg_repack, vs nothing archived" >&2
-	compare_in bench_archived:api.pgbench bench_live:api.pgbench
+	compare bench_archived:api.pgbench bench_live:api.pgbench
 	new_row="| 9. new payment with $ARCHIVE_PAYMENTS payments archived, their month dropped and the ledger repacked (payments/s) | archived $(printf %.0f "${MEDIAN[bench_archived:api.pgbench]}"), nothing archived $(printf %.0f "${MEDIAN[bench_live:api.pgbench]}") (two databases, $ARCHIVE_LIVE live payments each at the start) | **$(paired "${RUNS[bench_archived:api.pgbench]}" "${RUNS[bench_live:api.pgbench]}" 'nothing archived')** | ≥ 0.95× |"
 	# the same in backend CPU (as row 1b), which the machine's other work
 	# disturbs less than a rate
