@@ -126,23 +126,13 @@ static bool
 HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 {
 	Relation	keys = table_open(catalog->archive_keys, AccessShareLock);
-	Relation	pkey;
+	Relation	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
 	TupleDesc	columns = RelationGetDescr(keys);
 	TupleTableSlot *slot;
 	IndexScanDesc scan;
 	ScanKeyData key;
 	bool		found = false;
 
-	/*
-	 * A table of no page holds no row, committed or not: all a database
-	 * that never archived pays for the lookup is the table's size.
-	 */
-	if (RelationGetNumberOfBlocks(keys) == 0)
-	{
-		table_close(keys, NoLock);	/* held to the end, as a SELECT holds it */
-		return false;
-	}
-	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
 	/* lo bigint, hashes bytea, as the extension made them: read by type */
 	if (columns->natts < 2 || TupleDescAttr(columns, 0)->atttypid != INT8OID ||
 		TupleDescAttr(columns, 1)->atttypid != BYTEAOID ||
@@ -189,8 +179,21 @@ HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 static bool
 ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
 {
+	Relation	keys;
+	bool		empty;
+
 	if (!OidIsValid(catalog->archive_keys))
 		return false;			/* an installation of 1.2 or older */
+	/*
+	 * A table of no page holds no row, committed or not: all a database
+	 * that never archived pays for the lookup is the table's size, without
+	 * a snapshot or an index scan.
+	 */
+	keys = table_open(catalog->archive_keys, AccessShareLock);
+	empty = RelationGetNumberOfBlocks(keys) == 0;
+	table_close(keys, NoLock);	/* held to the end, as a SELECT holds it */
+	if (empty)
+		return false;
 	if (HashVisible(catalog, GetTransactionSnapshot(), hash))
 		return true;
 	if (IsolationUsesXactSnapshot() && HashVisible(catalog, GetLatestSnapshot(), hash))
