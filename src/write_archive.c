@@ -166,6 +166,9 @@ HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 	return found;
 }
 
+/* whether this backend saw a page in pay_archive_keys (ArchiveHoldsHash) */
+static bool archive_keys_had_pages = false;
+
 /*
  * Whether pay_archive_keys holds hash, under the snapshot the ledger's
  * probe would take now.
@@ -179,21 +182,24 @@ HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 static bool
 ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
 {
-	Relation	keys;
-	bool		empty;
-
 	if (!OidIsValid(catalog->archive_keys))
 		return false;			/* an installation of 1.2 or older */
 	/*
 	 * A table of no page holds no row, committed or not: all a database
 	 * that never archived pays for the lookup is the table's size, without
-	 * a snapshot or an index scan.
+	 * a snapshot or an index scan.  Once it has seen a page, the backend
+	 * stops asking: the lookup answers right either way, and a table that
+	 * received hashes keeps its pages.
 	 */
-	keys = table_open(catalog->archive_keys, AccessShareLock);
-	empty = RelationGetNumberOfBlocks(keys) == 0;
-	table_close(keys, NoLock);	/* held to the end, as a SELECT holds it */
-	if (empty)
-		return false;
+	if (!archive_keys_had_pages)
+	{
+		Relation	keys = table_open(catalog->archive_keys, AccessShareLock);
+
+		archive_keys_had_pages = RelationGetNumberOfBlocks(keys) > 0;
+		table_close(keys, NoLock);	/* held to the end, as a SELECT holds it */
+		if (!archive_keys_had_pages)
+			return false;
+	}
 	if (HashVisible(catalog, GetTransactionSnapshot(), hash))
 		return true;
 	if (IsolationUsesXactSnapshot() && HashVisible(catalog, GetLatestSnapshot(), hash))
