@@ -181,6 +181,33 @@ RESET ROLE;
 SELECT bizno FROM pay_ledger_archive WHERE month = '2025-05-01';
 SELECT count(*) AS second_charges_stay FROM pay_ledger WHERE bizno LIKE 'AR-TWICE-%';
 
+-- 9. Many rows of hashes: the claim's probe of pay_archive_keys looks
+-- first within the reach of a row as the table's statistics give it, and
+-- below it only when no row starts there.  The hashes kept so far and
+-- those of 4 000 more keys, packed again in 200 rows: every key refused
+-- with the statistics as ANALYZE leaves them, and with statistics that
+-- overstate the rows (each row then far wider than the reach), and a new
+-- key still proceeds.
+BEGIN;
+WITH kept AS (DELETE FROM pay_archive_keys RETURNING lo, hashes),
+     hashes AS (SELECT unnest(pay_archive_key_unpack(lo, hashes)) AS hash FROM kept
+                UNION
+                SELECT pay_archive_key_hash('AR-MANY-' || g) FROM generate_series(1, 4000) AS g)
+INSERT INTO pay_archive_keys
+SELECT h[1], pay_archive_key_pack(h)
+FROM (SELECT array_agg(hash ORDER BY hash) AS h
+      FROM (SELECT hash, ntile(200) OVER (ORDER BY hash) AS row_of FROM hashes) AS numbered
+      GROUP BY row_of) AS packed;
+ANALYZE pay_archive_keys;
+SELECT reltuples >= 200 AS counted FROM pg_class WHERE oid = 'pay_archive_keys'::regclass;
+SELECT outcome(format('SELECT pay_claim(%L, 10, %L)', 'AR-MANY-' || g, 'EUR')) AS claim, count(*)
+FROM generate_series(1, 4000) AS g GROUP BY 1;
+UPDATE pg_class SET reltuples = 1e15 WHERE oid = 'pay_archive_keys'::regclass;
+SELECT outcome(format('SELECT pay_claim(%L, 10, %L)', 'AR-MANY-' || g, 'EUR')) AS claim, count(*)
+FROM generate_series(1, 4000) AS g GROUP BY 1;
+SELECT (pay_claim('AR-MANY-NEW', 10, 'EUR')).action AS new_key;
+ROLLBACK;
+
 DROP OWNED BY regress_archive_app, regress_archive_operator;
 DROP ROLE regress_archive_app;
 DROP ROLE regress_archive_operator;

@@ -119,8 +119,60 @@ RaiseArchivedConcurrently(void)
 }
 
 /*
+ * How far below hash the row holding it starts, at most, but for rows far
+ * wider than the others: eight times the mean distance between two rows'
+ * lo, from the row count VACUUM and ANALYZE last recorded.  A backward scan
+ * of the primary key reads every item of the leaf page below where it
+ * starts before it returns the first; bounded, it stops at the first item
+ * below *bound.  false when the table is too small, or never counted, for
+ * a bound to spare anything.
+ */
+static bool
+ProbeLowerBound(Relation keys, int64 hash, int64 *bound)
+{
+	float4		rows = keys->rd_rel->reltuples;
+	int64		reach;
+
+	if (rows < 32)
+		return false;
+	/* at most 2^62: neither the cast nor the subtraction below overflows */
+	reach = (int64) (8.0 * 18446744073709551616.0 / rows);
+	if (hash < PG_INT64_MIN + reach)
+		return false;
+	*bound = hash - reach;
+	return true;
+}
+
+/*
+ * The row visible to the active snapshot whose lo is the last at or below
+ * hash, and not below *bound unless bound is NULL, into slot.
+ */
+static bool
+FetchLastRowAtOrBelow(Relation keys, Relation pkey, int64 hash, const int64 *bound,
+					  TupleTableSlot *slot)
+{
+	ScanKeyData key[2];
+	int			nkeys = 1;
+	IndexScanDesc scan;
+	bool		found;
+
+	ScanKeyEntryInitialize(&key[0], 0, 1, BTLessEqualStrategyNumber, InvalidOid,
+						   InvalidOid, F_INT8LE, Int64GetDatum(hash));
+	if (bound != NULL)
+		ScanKeyEntryInitialize(&key[nkeys++], 0, 1, BTGreaterEqualStrategyNumber, InvalidOid,
+							   InvalidOid, F_INT8GE, Int64GetDatum(*bound));
+	scan = PayIndexBeginScan(keys, pkey, GetActiveSnapshot(), nkeys, 0);
+	index_rescan(scan, key, nkeys, NULL, 0);
+	found = index_getnext_slot(scan, BackwardScanDirection, slot);
+	index_endscan(scan);
+	return found;
+}
+
+/*
  * Whether the row of pay_archive_keys visible to snapshot whose lo is the
- * last at or below hash holds it, read through the primary key.
+ * last at or below hash holds it, read through the primary key: first
+ * within the reach a row usually has (ProbeLowerBound), then, only when no
+ * row starts there, below it too.
  */
 static bool
 HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
@@ -129,8 +181,7 @@ HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 	Relation	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
 	TupleDesc	columns = RelationGetDescr(keys);
 	TupleTableSlot *slot;
-	IndexScanDesc scan;
-	ScanKeyData key;
+	int64		bound;
 	bool		found = false;
 
 	/* lo bigint, hashes bytea, as the extension made them: read by type */
@@ -145,11 +196,9 @@ HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 	slot = table_slot_create(keys, NULL);
 
 	PushActiveSnapshot(snapshot);
-	ScanKeyEntryInitialize(&key, 0, 1, BTLessEqualStrategyNumber, InvalidOid,
-						   InvalidOid, F_INT8LE, Int64GetDatum((int64) hash));
-	scan = PayIndexBeginScan(keys, pkey, GetActiveSnapshot(), 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	if (index_getnext_slot(scan, BackwardScanDirection, slot))
+	if ((ProbeLowerBound(keys, (int64) hash, &bound) &&
+		 FetchLastRowAtOrBelow(keys, pkey, (int64) hash, &bound, slot)) ||
+		FetchLastRowAtOrBelow(keys, pkey, (int64) hash, NULL, slot))
 	{
 		bool		lo_null;
 		bool		hashes_null;
@@ -158,7 +207,6 @@ HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 
 		found = !lo_null && !hashes_null && RowHoldsHash(DatumGetInt64(lo), hashes, (int64) hash);
 	}
-	index_endscan(scan);
 	PopActiveSnapshot();
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(pkey, NoLock);	/* held to the end, as a SELECT holds it */
