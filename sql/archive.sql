@@ -133,25 +133,28 @@ SELECT (SELECT sum(transitions) FROM pay_stats_transitions) =
        (SELECT sum(n) FROM pay_archive_counts WHERE from_status IS DISTINCT FROM to_status)
        AS transitions_counted_once;
 
--- 7. The packed rows of pay_archive_keys: the hashes come back as they
--- went in, the extremes included; six bytes and a little a hash among 256
--- spread like ten million; bytes that are not a packed row are refused by
--- the table, found by pay_verify, and stop a claim (55000) rather than be
--- read as hashes, as does a column of another type.
-SELECT h, pay_archive_key_unpack(h[1], pay_archive_key_pack(h)) = h AS round_trip
+-- 7. The packed rows of pay_archive_keys: a width byte, then each hash
+-- after lo as its distance from lo in that many bytes; the hashes come
+-- back as they went in, the extremes included; six bytes a hash among
+-- 128 spread like ten million; bytes that are not a packed row are refused
+-- by the table, found by pay_verify, and stop a claim (55000) rather than
+-- be read as hashes, as does a column of another type.
+SELECT h, pay_archive_key_pack(h) AS bytes,
+       pay_archive_key_unpack(h[1], pay_archive_key_pack(h)) = h AS round_trip
 FROM (VALUES (ARRAY[-9223372036854775808, -1, 0, 1, 9223372036854775807]::bigint[]),
-             (ARRAY[42]::bigint[])) AS v(h);
+             (ARRAY[0, 1, 256]::bigint[]), (ARRAY[42]::bigint[])) AS v(h);
 SELECT round(length(pay_archive_key_pack(h))::numeric / (cardinality(h) - 1), 2) AS bytes_a_hash
 FROM (SELECT array_agg(g::bigint * 1844674407370 - 9223372036854775807 ORDER BY g) AS h
-      FROM generate_series(1, 256) AS g) AS spread;
+      FROM generate_series(1, 128) AS g) AS spread;
 SELECT outcome($$SELECT pay_archive_key_pack(ARRAY[2, 1])$$) AS descending,
        outcome($$SELECT pay_archive_key_pack(ARRAY[1, 1])$$) AS repeated,
        outcome($$SELECT pay_archive_key_pack(ARRAY[1, NULL])$$) AS with_null,
        outcome($$SELECT pay_archive_key_pack('{}')$$) AS empty,
        outcome($$SELECT pay_archive_key_pack('{{1}, {2}}')$$) AS two_dimensions;
-SELECT bytes, pay_archive_key_unpack(lo, bytes) AS hashes
-FROM (VALUES (0, '\x00'::bytea), (0, '\x8001'), (0, '\x80'),
-             (9223372036854775806, '\x02'), (0, '\xffffffffffffffffffff01')) AS v(lo, bytes);
+SELECT lo, bytes, pay_archive_key_unpack(lo, bytes) AS hashes
+FROM (VALUES (0, '\x010102'::bytea), (0, ''), (0, '\x00'), (0, '\x01'), (0, '\x020001ff'),
+             (0, '\x09000000000000000001'), (0, '\x010100'), (0, '\x010201'), (0, '\x010101'),
+             (9223372036854775806, '\x0101'), (9223372036854775806, '\x0102')) AS v(lo, bytes);
 SELECT outcome($$INSERT INTO pay_archive_keys VALUES (-9223372036854775808, '\x00')$$) AS malformed_row;
 BEGIN;
 ALTER TABLE pay_archive_keys DROP CONSTRAINT pay_archive_keys_hashes_check;
@@ -206,6 +209,26 @@ UPDATE pg_class SET reltuples = 1e15 WHERE oid = 'pay_archive_keys'::regclass;
 SELECT outcome(format('SELECT pay_claim(%L, 10, %L)', 'AR-MANY-' || g, 'EUR')) AS claim, count(*)
 FROM generate_series(1, 4000) AS g GROUP BY 1;
 SELECT (pay_claim('AR-MANY-NEW', 10, 'EUR')).action AS new_key;
+ROLLBACK;
+
+-- 10. pay_archive's merge writes rows of at most 128 hashes, each row from
+-- its lo, every hash once: 1 000 hashes among those kept so far, then 300
+-- more among them, which split the rows they fall in.
+BEGIN;
+CREATE TEMP TABLE merged_hashes AS
+    SELECT unnest(pay_archive_key_unpack(lo, hashes)) AS hash FROM pay_archive_keys
+    UNION
+    SELECT pay_archive_key_hash('AR-MERGE-' || g) FROM generate_series(1, 1300) AS g;
+SELECT pay_archive_add_keys(array(SELECT pay_archive_key_hash('AR-MERGE-' || g)
+                                  FROM generate_series(1, 1000) AS g));
+SELECT pay_archive_add_keys(array(SELECT pay_archive_key_hash('AR-MERGE-' || g)
+                                  FROM generate_series(1001, 1300) AS g));
+SELECT count(*) AS key_rows, max(cardinality(pay_archive_key_unpack(lo, hashes))) AS most_in_a_row,
+       bool_and((pay_archive_key_unpack(lo, hashes))[1] = lo) AS each_from_its_lo
+FROM pay_archive_keys;
+SELECT (SELECT array_agg(hash ORDER BY hash) FROM merged_hashes) =
+       (SELECT array_agg(h ORDER BY h) FROM pay_archive_keys, unnest(pay_archive_key_unpack(lo, hashes)) AS h)
+       AS every_hash_once;
 ROLLBACK;
 
 DROP OWNED BY regress_archive_app, regress_archive_operator;

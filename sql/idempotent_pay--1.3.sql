@@ -322,7 +322,7 @@ CREATE INDEX ON @extschema@.pay_journal_archive_default (bizno, seq);
 
 -- The packed form of a row of pay_archive_keys, in the C the claim's
 -- lookup reads it with (src/archive_keys.c): the hashes after the first,
--- each as its distance from the one before in base-128 digits.
+-- each as its distance from the first, all in the width the last takes.
 CREATE FUNCTION @extschema@.pay_archive_key_pack(hashes bigint[])
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'pay_archive_key_pack'
@@ -341,11 +341,11 @@ COMMENT ON FUNCTION @extschema@.pay_archive_key_unpack(bigint, bytea) IS
 
 -- What outlives the archive: a 64-bit hash of every archived payment --
 -- of its business action for a bizNo of pay_bizno, else of its key
--- (pay_archive_key_hash).  Sorted, up to 256 to a row: each row holds the
+-- (pay_archive_key_hash).  Sorted, up to 128 to a row: each row holds the
 -- hashes from its lo up to the next row's lo, lo itself and the rest
--- packed (pay_archive_key_pack: about 6 bytes a hash at ten million), so
--- that finding one is a probe of the primary key and a walk along one row
--- (src/write_archive.c).  Kept in the row (STORAGE MAIN), never in TOAST.
+-- packed (pay_archive_key_pack: 6 bytes a hash at ten million), so that
+-- finding one is a probe of the primary key and a binary search of one
+-- row (src/write_archive.c).  Kept in the row (STORAGE MAIN), never in TOAST.
 CREATE TABLE @extschema@.pay_archive_keys (
     lo                  bigint PRIMARY KEY,
     hashes              bytea NOT NULL,
@@ -879,7 +879,7 @@ COMMENT ON FUNCTION @extschema@.pay_archive_key_hash(text) IS
 
 -- Merge hashes into pay_archive_keys: every row a new hash falls in (the
 -- first row for hashes below it) is read with them, and written again in
--- rows of at most 256, each starting at its lowest hash.
+-- rows of at most 128, each starting at its lowest hash.
 CREATE FUNCTION @extschema@.pay_archive_add_keys(hashes bigint[])
 RETURNS void
 AS $$
@@ -915,8 +915,8 @@ AS $$
     INSERT INTO @extschema@.pay_archive_keys (lo, hashes)
     SELECT pg_catalog.min(b.h), @extschema@.pay_archive_key_pack(pg_catalog.array_agg(b.h ORDER BY b.h))
     FROM numbered AS b
-    -- ceil(n / 256) rows of equal share
-    GROUP BY b.lo, (b.i OPERATOR(pg_catalog.*) ((b.n OPERATOR(pg_catalog.+) 255) OPERATOR(pg_catalog./) 256))
+    -- ceil(n / 128) rows of equal share
+    GROUP BY b.lo, (b.i OPERATOR(pg_catalog.*) ((b.n OPERATOR(pg_catalog.+) 127) OPERATOR(pg_catalog./) 128))
                    OPERATOR(pg_catalog./) b.n
 $$
 LANGUAGE sql VOLATILE SET search_path = @extschema@, pg_temp;

@@ -55,7 +55,7 @@ pay_archive_key_pack(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("hashes must be a list of one or more hashes")));
-	if ((Size) (count - 1) > (MaxAllocSize - VARHDRSZ) / ARCHIVE_KEYS_MAX_DIGITS)
+	if ((Size) (count - 1) > (MaxAllocSize - VARHDRSZ - 1) / ARCHIVE_KEYS_MAX_WIDTH)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("too many hashes to pack into one row: %d", count)));
@@ -68,7 +68,7 @@ pay_archive_key_pack(PG_FUNCTION_ARGS)
 					 errmsg("hashes must ascend strictly, without NULLs")));
 		hashes[i] = DatumGetInt64(items[i]);
 	}
-	packed = palloc(VARHDRSZ + (Size) (count - 1) * ARCHIVE_KEYS_MAX_DIGITS);
+	packed = palloc(VARHDRSZ + ARCHIVE_KEYS_MAX_LENGTH(count));
 	SET_VARSIZE(packed, VARHDRSZ + archive_keys_pack(hashes, count, (uint8 *) VARDATA(packed)));
 	PG_RETURN_BYTEA_P(packed);
 }

@@ -19,93 +19,118 @@ Ordinal(int64_t hash)
 	return (uint64_t) hash ^ SIGN_BIT;
 }
 
+/* The fewest bytes distance fits in. */
+static int
+WidthOf(uint64_t distance)
+{
+	int			width = 1;
+
+	while (width < ARCHIVE_KEYS_MAX_WIDTH && distance >> (8 * width) != 0)
+		width++;
+	return width;
+}
+
+/* The distance of width bytes at at, most significant first. */
+static inline uint64_t
+DistanceAt(const uint8_t *at, int width)
+{
+	uint64_t	distance = 0;
+
+	for (int i = 0; i < width; i++)
+		distance = distance << 8 | at[i];
+	return distance;
+}
+
 size_t
 archive_keys_pack(const int64_t *hashes, size_t count, uint8_t *out)
 {
+	uint64_t	lo = Ordinal(hashes[0]);
+	int			width;
 	uint8_t    *end = out;
 
+	if (count < 2)
+		return 0;
+	width = WidthOf(Ordinal(hashes[count - 1]) - lo);
+	*end++ = (uint8_t) width;
 	for (size_t i = 1; i < count; i++)
 	{
-		uint64_t	distance = Ordinal(hashes[i]) - Ordinal(hashes[i - 1]);
+		uint64_t	distance = Ordinal(hashes[i]) - lo;
 
-		while (distance >= 0x80)
-		{
-			*end++ = (uint8_t) (distance | 0x80);
-			distance >>= 7;
-		}
-		*end++ = (uint8_t) distance;
+		for (int byte = width - 1; byte >= 0; byte--)
+			*end++ = (uint8_t) (distance >> (8 * byte));
 	}
 	return (size_t) (end - out);
 }
 
 /*
- * Read the next distance at *at (before end) and step past it: false when
- * the bytes end inside it, or it is zero or longer than a distance can be.
+ * The width and count of the distances packed as bytes[0 .. length - 1]
+ * after lo: false when their length does not fit their width, or the last
+ * passes the largest hash.  No bytes are no distances.
  */
 static bool
-NextDistance(const uint8_t **at, const uint8_t *end, uint64_t *distance)
+ReadShape(uint64_t lo, const uint8_t *bytes, size_t length, int *width, size_t *count)
 {
-	uint64_t	value = 0;
-
-	for (int digit = 0; digit < ARCHIVE_KEYS_MAX_DIGITS && *at < end; digit++)
-	{
-		uint8_t		byte = *(*at)++;
-
-		value |= (uint64_t) (byte & 0x7F) << (7 * digit);
-		if ((byte & 0x80) == 0)
-		{
-			*distance = value;
-			return value != 0;
-		}
-	}
-	return false;
-}
-
-/*
- * Step from hash ordinal *ordinal by the next distance at *at: false when
- * the bytes are malformed or the sum passes the largest hash.
- */
-static bool
-NextOrdinal(const uint8_t **at, const uint8_t *end, uint64_t *ordinal)
-{
-	uint64_t	distance;
-
-	if (!NextDistance(at, end, &distance) || distance > UINT64_MAX - *ordinal)
+	*width = 0;
+	*count = 0;
+	if (length == 0)
+		return true;
+	*width = bytes[0];
+	if (length == 1 || *width < 1 || *width > ARCHIVE_KEYS_MAX_WIDTH ||
+		(length - 1) % *width != 0)
 		return false;
-	*ordinal += distance;
-	return true;
+	*count = (length - 1) / *width;
+	return DistanceAt(bytes + 1 + (*count - 1) * *width, *width) <= UINT64_MAX - lo;
 }
 
 ArchiveKeysLookup
 archive_keys_find(int64_t lo, const uint8_t *bytes, size_t length, int64_t hash)
 {
-	const uint8_t *at = bytes;
-	const uint8_t *end = bytes + length;
-	uint64_t	ordinal = Ordinal(lo);
+	uint64_t	from = Ordinal(lo);
 	uint64_t	wanted = Ordinal(hash);
+	int			width;
+	size_t		count;
+	size_t		low = 0;
+	size_t		high;
 
-	while (ordinal < wanted && at < end)
+	if (!ReadShape(from, bytes, length, &width, &count))
+		return ARCHIVE_KEYS_MALFORMED;
+	if (wanted <= from)
+		return wanted == from ? ARCHIVE_KEYS_PRESENT : ARCHIVE_KEYS_ABSENT;
+
+	/* the first of distances [low, high) not below wanted's */
+	high = count;
+	while (low < high)
 	{
-		if (!NextOrdinal(&at, end, &ordinal))
-			return ARCHIVE_KEYS_MALFORMED;
+		size_t		middle = low + (high - low) / 2;
+
+		if (DistanceAt(bytes + 1 + middle * width, width) < wanted - from)
+			low = middle + 1;
+		else
+			high = middle;
 	}
-	return ordinal == wanted ? ARCHIVE_KEYS_PRESENT : ARCHIVE_KEYS_ABSENT;
+	return low < count && DistanceAt(bytes + 1 + low * width, width) == wanted - from ?
+		ARCHIVE_KEYS_PRESENT : ARCHIVE_KEYS_ABSENT;
 }
 
 size_t
 archive_keys_unpack(int64_t lo, const uint8_t *bytes, size_t length, int64_t *out)
 {
-	const uint8_t *at = bytes;
-	const uint8_t *end = bytes + length;
-	uint64_t	ordinal = Ordinal(lo);
-	size_t		count = 0;
+	uint64_t	from = Ordinal(lo);
+	uint64_t	previous = 0;
+	int			width;
+	size_t		count;
 
-	out[count++] = lo;
-	while (at < end)
+	if (!ReadShape(from, bytes, length, &width, &count))
+		return 0;
+	out[0] = lo;
+	for (size_t i = 0; i < count; i++)
 	{
-		if (!NextOrdinal(&at, end, &ordinal))
+		uint64_t	distance = DistanceAt(bytes + 1 + i * width, width);
+
+		if (distance <= previous)
 			return 0;
-		out[count++] = (int64_t) (ordinal ^ SIGN_BIT);
+		out[i + 1] = (int64_t) ((from + distance) ^ SIGN_BIT);
+		previous = distance;
 	}
-	return count;
+	return count + 1;
 }

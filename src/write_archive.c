@@ -13,13 +13,14 @@
  * retry of an archived payment is refused however late it comes.  The
  * hashes are packed, sorted, in rows of up to a few hundred, each row
  * covering the hashes from its lo up to the next row's lo, each hash after
- * lo as its distance from the one before (archive_keys.h); finding one is
- * a probe of the primary key on lo for the last row at or below it and a
- * walk along that row.  That probe is what a new payment pays for the archive:
- * it runs when the key is not in the live ledger, read straight through
- * the index and table access methods under the snapshot the ledger's probe
- * would take now, so that a payment whose ledger row the probe no longer
- * sees (archived meanwhile, and committed) is seen archived.
+ * lo as its distance from lo, all of one width (archive_keys.h); finding
+ * one is a probe of the primary key on lo for the last row at or below it
+ * and a binary search of that row.  That probe is what a new payment pays
+ * for the archive: it runs when the key is not in the live ledger, read
+ * straight through the index and table access methods under the snapshot
+ * the ledger's probe would take now, so that a payment whose ledger row
+ * the probe no longer sees (archived meanwhile, and committed) is seen
+ * archived.
  *
  * The hash is hashtextextended's with seed 0 over the key's bytes, which
  * SQL computes as pg_catalog.hashtextextended(key COLLATE "C", 0); a

@@ -7,8 +7,9 @@
  * the packed bytes -- it must never crash, and when it unpacks the hashes
  * must ascend strictly from lo and be found exactly: each one present, the
  * looked-for hash present only if it is one of them.  As hashes -- its
- * 8-byte words, sorted, without repeats -- they must pack into at most ten
- * bytes a distance and unpack to the same list, every one found and the
+ * 8-byte words, sorted, without repeats -- they must pack into a width
+ * byte and at most eight bytes a distance (no bytes for one hash alone) and
+ * unpack to the same list, every one found and the
  * values next to them found only if they are in the list.  A violated
  * property aborts, which libFuzzer reports as a crash.
  */
@@ -92,10 +93,10 @@ check_round_trip(const uint8_t *data, size_t size)
 		if (unique == 0 || hashes[i] != hashes[unique - 1])
 			hashes[unique++] = hashes[i];
 
-	packed = malloc((unique - 1) * ARCHIVE_KEYS_MAX_DIGITS + 1);
+	packed = malloc(ARCHIVE_KEYS_MAX_LENGTH(unique) + 1);
 	length = archive_keys_pack(hashes, unique, packed);
-	require(length <= (unique - 1) * ARCHIVE_KEYS_MAX_DIGITS);
-	require(length >= unique - 1);
+	require(length <= ARCHIVE_KEYS_MAX_LENGTH(unique));
+	require(unique == 1 ? length == 0 : length >= unique);
 	unpacked = malloc((length + 1) * sizeof(int64_t));
 	require(archive_keys_unpack(hashes[0], packed, length, unpacked) == unique);
 	require(memcmp(unpacked, hashes, unique * sizeof(int64_t)) == 0);
