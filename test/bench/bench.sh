@@ -351,24 +351,129 @@ stats_table() {
 }
 STATS_ROWS=()
 
-# Backend CPU microseconds and WAL bytes per payment: CPU_PAYMENTS payments in
-# one session through prepared statements, measured by the backend itself
-# (/proc/self/schedstat: nanoseconds on a CPU) and by the WAL insert position.
+# One new payment of each contender of row 1 as two prepared statements
+# ($1 the key), which rows 1b, 1d and 9b run outside pgbench.
+declare -A BEGIN_STEP=(
+	[api]="SELECT pay_begin(\$1, 100.00, 'CNY')"
+	[lean]="SELECT lean_pay.pay_begin(\$1, 100.00, 'CNY')"
+	[plpgsql]="SELECT plpgsql_pay.pay_begin(\$1, 100.00, 'CNY')"
+	[floor]="WITH l AS (INSERT INTO floor_pay.ledger (bizno, status, amount, currency, attempt, processing_since) VALUES (\$1, 'PROCESSING', 100.00, 'CNY', 1, now()) RETURNING bizno, attempt, status, amount, currency) INSERT INTO floor_pay.journal (bizno, attempt, from_status, to_status, amount, currency) SELECT bizno, attempt, NULL, status, amount, currency FROM l"
+)
+declare -A SUCCEED_STEP=(
+	[api]="SELECT pay_succeed(\$1, 'bank-ref', 1)"
+	[lean]="SELECT lean_pay.pay_succeed(\$1, 'bank-ref')"
+	[plpgsql]="SELECT plpgsql_pay.pay_succeed(\$1, 'bank-ref')"
+	[floor]="WITH l AS (UPDATE floor_pay.ledger SET status = 'SUCCESS', channel_ref = 'bank-ref', updated_at = now() WHERE bizno = \$1 RETURNING bizno, attempt, amount, currency) INSERT INTO floor_pay.journal (bizno, attempt, from_status, to_status, amount, currency) SELECT bizno, attempt, 'PROCESSING', 'SUCCESS', amount, currency FROM l"
+)
+
+# The statements of $2 new payments of contender $1, keys $3<1..$2>: the
+# two prepared, then executed, a statement a line (a transaction each, in
+# psql and in a single-user backend alike).
+payments() {
+	local contender=$1 count=$2 key=$3 i
+	echo "PREPARE pay_begin_step(text) AS ${BEGIN_STEP[$contender]};"
+	echo "PREPARE pay_succeed_step(text) AS ${SUCCEED_STEP[$contender]};"
+	for i in $(seq "$count"); do
+		echo "EXECUTE pay_begin_step('$key$i');"
+		echo "EXECUTE pay_succeed_step('$key$i');"
+	done
+}
+
+# Backend CPU microseconds and WAL bytes per payment of contender $1 (keys
+# $2<i>): CPU_PAYMENTS payments in one session through prepared statements,
+# measured by the backend itself (/proc/self/schedstat: nanoseconds on a
+# CPU) and by the WAL insert position.
 cpu_and_wal() {
-	local begin=$1 succeed=$2 key=$3 i
+	local contender=$1 key=$2
 	sql -c "CHECKPOINT"
 	{
-		echo "PREPARE pay_begin_step(text) AS $begin;"
-		echo "PREPARE pay_succeed_step(text) AS $succeed;"
 		echo "SELECT split_part(pg_read_file('/proc/self/schedstat'), ' ', 1) AS cpu0,"
 		echo "       pg_current_wal_insert_lsn() AS wal0 \\gset"
-		for i in $(seq "$CPU_PAYMENTS"); do
-			echo "EXECUTE pay_begin_step('$key$i'); EXECUTE pay_succeed_step('$key$i');"
-		done
+		payments "$contender" "$CPU_PAYMENTS" "$key"
 		echo "SELECT round((split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::numeric - :cpu0)"
 		echo "             / 1000 / $CPU_PAYMENTS, 1),"
 		echo "       round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'wal0') / $CPU_PAYMENTS);"
 	} | sql -F ' ' | tail -n 1
+}
+
+# Rows 1d and 9c, instructions: what one backend executes for a new
+# payment, counted by valgrind's callgrind, the same count in every run
+# where a rate or the CPU time moves with the machine's other work.  A
+# cluster of their own (fsync off, a single-user backend needs the server
+# stopped): database instr with row 1's contenders, INSTR_PAYMENTS settled
+# payments each; instr_archived, the API's tables alike and ten million
+# random hashes in pay_archive_keys, packed in rows of 128 as pay_archive
+# packs them.  A contender makes INSTR_PAYMENTS new payments in one
+# single-user backend and three times as many in another: the difference
+# over the extra payments is one payment's, without the backend's start or
+# its first calls' caching.
+INSTR_PAYMENTS=${BENCH_INSTR_PAYMENTS:-1000}
+INSTR_HASHES=${BENCH_INSTR_HASHES:-10000000}
+INSTR_DIR=''
+instr_sql() { psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$INSTR_DIR" -U "$(id -un)" -d "$@"; }
+
+# The instructions a single-user backend of database $1 executes for $2
+# payments of contender $3, keys $4<i>.
+instr_count() {
+	local db=$1 count=$2 contender=$3 key=$4 log=$INSTR_DIR/callgrind.log
+	payments "$contender" "$count" "$key" |
+		valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+			postgres --single -D "$INSTR_DIR/data" -c synchronous_commit=off "$db" >"$log" 2>&1
+	if grep -q -E '^(ERROR|FATAL|PANIC):' "$log"; then
+		echo "callgrind of $contender in $db:" >&2
+		grep -m 3 -E '^(ERROR|FATAL|PANIC):' "$log" >&2
+		return 1
+	fi
+	sed -n 's/^==[0-9]*== Collected : //p' "$log"
+}
+
+# The instructions of one new payment of contender $2 in database $1.
+instr_per_payment() {
+	local db=$1 contender=$2 few many
+	few=$(instr_count "$db" "$INSTR_PAYMENTS" "$contender" "I1-$contender-")
+	many=$(instr_count "$db" $((3 * INSTR_PAYMENTS)) "$contender" "I3-$contender-")
+	awk -v a="$few" -v b="$many" -v n="$INSTR_PAYMENTS" 'BEGIN { printf "%.0f", (b - a) / (2 * n) }'
+}
+kilo() { awk -v n="$1" 'BEGIN { printf "%.1fk", n / 1000 }'; }
+
+instructions() {
+	local contender
+	declare -A IR
+	echo "== 1d, 9c. instructions per new payment (callgrind, a single-user backend)" >&2
+	INSTR_DIR=$(mktemp -d)
+	initdb -D "$INSTR_DIR/data" -A trust >/dev/null
+	pg_ctl -D "$INSTR_DIR/data" -l "$INSTR_DIR/server.log" -w \
+		-o "-c listen_addresses='' -k $INSTR_DIR -c fsync=off" start >/dev/null
+	instr_sql postgres -c "CREATE DATABASE instr" -c "CREATE DATABASE instr_archived"
+	instr_sql instr -c "CREATE EXTENSION idempotent_pay" -f "$HERE/plpgsql_pay.sql" \
+		-f "$HERE/floor.sql" -f "$HERE/lean_pay.sql" >/dev/null
+	instr_sql instr_archived -c "CREATE EXTENSION idempotent_pay" >/dev/null
+	instr_sql instr_archived >/dev/null <<SQL
+SET work_mem = '1GB';
+INSERT INTO pay_archive_keys (lo, hashes)
+SELECT (array_agg(h ORDER BY h))[1], pay_archive_key_pack(array_agg(h ORDER BY h))
+FROM (SELECT h, (row_number() OVER (ORDER BY h) - 1) / 128 AS row_of
+      FROM (SELECT DISTINCT (random() * 18446744073709551615 - 9223372036854775808)::bigint AS h
+            FROM generate_series(1, $INSTR_HASHES)) AS drawn) AS numbered
+GROUP BY row_of;
+SQL
+	for contender in api lean plpgsql floor; do
+		payments "$contender" "$INSTR_PAYMENTS" "W-$contender-" | instr_sql instr >/dev/null
+	done
+	payments api "$INSTR_PAYMENTS" "W-api-" | instr_sql instr_archived >/dev/null
+	instr_sql instr -c "VACUUM ANALYZE"
+	instr_sql instr_archived -c "VACUUM ANALYZE"
+	pg_ctl -D "$INSTR_DIR/data" -m fast -w stop >/dev/null
+	for contender in api lean plpgsql floor; do
+		IR[$contender]=$(instr_per_payment instr "$contender")
+	done
+	IR[archived]=$(instr_per_payment instr_archived api)
+	rm -rf "$INSTR_DIR"
+	echo "   C ${IR[api]}, lean ${IR[lean]}, full ${IR[plpgsql]}, floor ${IR[floor]}; C with $INSTR_HASHES hashes archived ${IR[archived]}" >&2
+	row "1d. instructions per new payment (callgrind, one backend: a count, not a rate)" \
+		"C $(kilo "${IR[api]}"), lean PL/pgSQL $(kilo "${IR[lean]}"), full PL/pgSQL $(kilo "${IR[plpgsql]}"), floor $(kilo "${IR[floor]}")" \
+		"$(ratio "${IR[floor]}" "${IR[api]}")× floor, $(ratio "${IR[lean]}" "${IR[api]}")× lean (fewer: faster)" "—"
+	ARCHIVE_INSTR_ROW="| 9c. instructions per new payment with $INSTR_HASHES hashes in pay_archive_keys (callgrind, one backend) | archived $(kilo "${IR[archived]}"), nothing archived $(kilo "${IR[api]}") | **$(ratio "${IR[api]}" "${IR[archived]}")× nothing archived (fewer: faster)** | — |"
 }
 
 # Row 9, retention: what archiving ARCHIVE_PAYMENTS settled payments and
@@ -564,8 +669,7 @@ archive_bench() {
 	for round in $(seq "$ROUNDS"); do
 		for db in "${ARCHIVE_DBS[@]}"; do
 			DB=$db sql -c "VACUUM ANALYZE"
-			read -r cpu wal < <(DB=$db cpu_and_wal "SELECT pay_begin(\$1, 100.00, 'CNY')" \
-				"SELECT pay_succeed(\$1, 'bank-ref', 1)" "C9-$round-")
+			read -r cpu wal < <(DB=$db cpu_and_wal api "C9-$round-")
 			if [ "$db" = bench_live ]; then
 				cpu_live+="$cpu " wal_live+="$wal "
 			else
@@ -576,12 +680,23 @@ archive_bench() {
 	echo "   archived: ${cpu_archived}µs, ${wal_archived}WAL bytes; nothing archived: ${cpu_live}µs, ${wal_live}WAL bytes" >&2
 	cpu_row="| 9b. backend CPU per new payment with $ARCHIVE_PAYMENTS payments archived and dropped, after pg_repack (µs, one session) | archived $(median_of "$cpu_archived"), nothing archived $(median_of "$cpu_live"); WAL archived $(median_of "$wal_archived"), nothing archived $(median_of "$wal_live") bytes a payment | **$(paired "$cpu_live" "$cpu_archived" 'nothing archived (speed)')** | ≥ 0.95× |"
 
-	ROWS+=("$new_row" "$cpu_row" "$vacuumed_row" "$repacked_row" "$size_row" "$keys_row" "$keys_vacuumed_row" "$claim_row" "$archive_row")
+	ROWS+=("$new_row" "$cpu_row")
+	[ -z "${ARCHIVE_INSTR_ROW:-}" ] || ROWS+=("$ARCHIVE_INSTR_ROW")
+	ROWS+=("$vacuumed_row" "$repacked_row" "$size_row" "$keys_row" "$keys_vacuumed_row" "$claim_row" "$archive_row")
 	echo "   row 9 took $((SECONDS - started)) s" >&2
 }
 
+# BENCH_ONLY=instructions: rows 1d and 9c alone
+if [ "${BENCH_ONLY:-}" = instructions ]; then
+	instructions
+	ROWS+=("$ARCHIVE_INSTR_ROW")
+	table
+	exit 0
+fi
+
 # BENCH_ONLY=archive: row 9 alone
 if [ "${BENCH_ONLY:-}" = archive ]; then
+	instructions
 	archive_bench
 	table
 	exit 0
@@ -614,6 +729,7 @@ row "1. new payment (payments/s)" \
 row "1. new payment (payments/s)" \
 	"C ${MEDIAN[api.pgbench]}, full PL/pgSQL ${MEDIAN[plpgsql.pgbench]}" \
 	"$(paired "${RUNS[api.pgbench]}" "${RUNS[plpgsql.pgbench]}" 'full PL/pgSQL')" "—"
+instructions
 # BENCH_ONLY=new-payment: this row alone (as another major runs it)
 if [ "${BENCH_ONLY:-}" = new-payment ]; then
 	table
@@ -628,20 +744,10 @@ declare -A CPU WAL
 for contender in api lean plpgsql floor; do CPU[$contender]=''; done
 for round in $(seq "$ROUNDS"); do
 	sql -c "VACUUM ANALYZE"
-	read -r cpu wal < <(cpu_and_wal "SELECT pay_begin(\$1, 100.00, 'CNY')" \
-		"SELECT pay_succeed(\$1, 'bank-ref', 1)" "CA$round-")
-	CPU[api]+="$cpu " WAL[api]=$wal
-	read -r cpu wal < <(cpu_and_wal "SELECT lean_pay.pay_begin(\$1, 100.00, 'CNY')" \
-		"SELECT lean_pay.pay_succeed(\$1, 'bank-ref')" "CL$round-")
-	CPU[lean]+="$cpu " WAL[lean]=$wal
-	read -r cpu wal < <(cpu_and_wal "SELECT plpgsql_pay.pay_begin(\$1, 100.00, 'CNY')" \
-		"SELECT plpgsql_pay.pay_succeed(\$1, 'bank-ref')" "CP$round-")
-	CPU[plpgsql]+="$cpu " WAL[plpgsql]=$wal
-	read -r cpu wal < <(cpu_and_wal \
-		"WITH l AS (INSERT INTO floor_pay.ledger (bizno, status, amount, currency, attempt, processing_since) VALUES (\$1, 'PROCESSING', 100.00, 'CNY', 1, now()) RETURNING bizno, attempt, status, amount, currency) INSERT INTO floor_pay.journal (bizno, attempt, from_status, to_status, amount, currency) SELECT bizno, attempt, NULL, status, amount, currency FROM l" \
-		"WITH l AS (UPDATE floor_pay.ledger SET status = 'SUCCESS', channel_ref = 'bank-ref', updated_at = now() WHERE bizno = \$1 RETURNING bizno, attempt, amount, currency) INSERT INTO floor_pay.journal (bizno, attempt, from_status, to_status, amount, currency) SELECT bizno, attempt, 'PROCESSING', 'SUCCESS', amount, currency FROM l" \
-		"CF$round-")
-	CPU[floor]+="$cpu " WAL[floor]=$wal
+	for contender in api lean plpgsql floor; do
+		read -r cpu wal < <(cpu_and_wal "$contender" "C$contender$round-")
+		CPU[$contender]+="$cpu " WAL[$contender]=$wal
+	done
 done
 declare -A CPU_MEDIAN
 for contender in api lean plpgsql floor; do
