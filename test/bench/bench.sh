@@ -406,7 +406,10 @@ cpu_and_wal() {
 # packs them.  A contender makes INSTR_PAYMENTS new payments in one
 # single-user backend and three times as many in another: the difference
 # over the extra payments is one payment's, without the backend's start or
-# its first calls' caching.
+# its first calls' caching.  Left out: the single-user backend's printing of
+# result rows (debugStartup, debugtup: some 10k instructions a payment for a
+# contender whose calls return a row), which a client's backend does not run
+# (it sends the row instead).
 INSTR_PAYMENTS=${BENCH_INSTR_PAYMENTS:-1000}
 INSTR_HASHES=${BENCH_INSTR_HASHES:-10000000}
 INSTR_DIR=''
@@ -418,6 +421,7 @@ instr_count() {
 	local db=$1 count=$2 contender=$3 key=$4 log=$INSTR_DIR/callgrind.log
 	payments "$contender" "$count" "$key" |
 		valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+			--toggle-collect=debugStartup --toggle-collect=debugtup --collect-atstart=yes \
 			postgres --single -D "$INSTR_DIR/data" -c synchronous_commit=off "$db" >"$log" 2>&1
 	if grep -q -E '^(ERROR|FATAL|PANIC):' "$log"; then
 		echo "callgrind of $contender in $db:" >&2
