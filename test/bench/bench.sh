@@ -407,7 +407,7 @@ cpu_and_wal() {
 # single-user backend and three times as many in another: the difference
 # over the extra payments is one payment's, without the backend's start or
 # its first calls' caching.  Left out: the single-user backend's printing of
-# result rows (debugStartup, debugtup: some 10k instructions a payment for a
+# result rows (debugStartup, debugtup: some 12k instructions a payment for a
 # contender whose calls return a row), which a client's backend does not run
 # (it sends the row instead).
 INSTR_PAYMENTS=${BENCH_INSTR_PAYMENTS:-1000}
