@@ -47,6 +47,7 @@ POSTGRES_OWN = {
     "intervaltypmodleastfield": "SELECT pg_catalog.interval(max(x) OVER (), 57) "
                                 "FROM (VALUES ('1 day'::interval)) AS v(x)",
     "SetNextObjectId": "SELECT pg_stop_making_pinned_objects()",
+    "amvalidate": "SELECT pg_catalog.amvalidate(0)",
 }
 OUR_PLPGSQL = re.compile(r"^PL/pgSQL function (?:\S+\.)?pay_\w+\(")
 DIED = re.compile(r"terminated by (signal|exception)")
