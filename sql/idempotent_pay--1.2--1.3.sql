@@ -284,18 +284,23 @@ COMMENT ON FUNCTION @extschema@.pay_archive_key_unpack(bigint, bytea) IS
 
 -- What outlives the archive: a 64-bit hash of every archived payment --
 -- of its business action for a bizNo of pay_bizno, else of its key
--- (pay_archive_key_hash).  Sorted, up to 128 to a row: each row holds the
--- hashes from its lo up to the next row's lo, lo itself and the rest
--- packed (pay_archive_key_pack: 6 bytes a hash at ten million), so that
--- finding one is a probe of the primary key and a binary search of one
--- row (src/write_archive.c).  Kept in the row (STORAGE MAIN), never in TOAST.
+-- (pay_archive_key_hash).  Sorted, up to 512 to a row: each row answers for
+-- the hashes from its lo to its hi, the next row starting at hi + 1 and the
+-- last row's hi the largest bigint, and holds those of them archived, lo
+-- itself and the rest packed (pay_archive_key_pack: 7 bytes a hash at ten
+-- million).  Ranges of rows never overlap, so that a row covering a hash
+-- is the one that answers for it, however it was found: by a probe of the
+-- primary key, or by the address the claim's lookup remembered
+-- (src/write_archive.c).  Kept in the row, never compressed nor in TOAST
+-- (STORAGE PLAIN): 512 hashes pack into at most 4 089 bytes.
 CREATE TABLE @extschema@.pay_archive_keys (
     lo                  bigint PRIMARY KEY,
+    hi                  bigint NOT NULL,
     hashes              bytea NOT NULL,
     CONSTRAINT pay_archive_keys_hashes_check
-        CHECK (@extschema@.pay_archive_key_unpack(lo, hashes) IS NOT NULL)
+        CHECK (lo OPERATOR(pg_catalog.<=) hi AND @extschema@.pay_archive_key_unpack(lo, hashes) IS NOT NULL)
 );
-ALTER TABLE @extschema@.pay_archive_keys ALTER COLUMN hashes SET STORAGE MAIN;
+ALTER TABLE @extschema@.pay_archive_keys ALTER COLUMN hashes SET STORAGE PLAIN;
 
 COMMENT ON TABLE @extschema@.pay_archive_keys IS
 'The hashes of every payment pay_archive moved out of the ledger (pay_archive_key_hash), kept when the archive''s partitions are dropped: what refuses a late retry of an archived payment';
@@ -413,7 +418,9 @@ COMMENT ON FUNCTION @extschema@.pay_archive_key_hash(text) IS
 
 -- Merge hashes into pay_archive_keys: every row a new hash falls in (the
 -- first row for hashes below it) is read with them, and written again in
--- rows of at most 128, each starting at its lowest hash.
+-- rows of at most 512, each starting at its lowest hash and answering up
+-- to the next one's lo, the last of them up to the hi of the row it
+-- replaces: the rows' ranges still cover the same span, without overlap.
 CREATE FUNCTION @extschema@.pay_archive_add_keys(hashes bigint[])
 RETURNS void
 AS $$
@@ -434,7 +441,7 @@ AS $$
     touched AS (
         DELETE FROM @extschema@.pay_archive_keys AS k
         WHERE k.lo OPERATOR(pg_catalog.=) ANY (SELECT p.lo FROM placed AS p)
-        RETURNING k.lo, k.hashes),
+        RETURNING k.lo, k.hi, k.hashes),
     merged AS (
         SELECT t.lo, x.h
         FROM touched AS t, pg_catalog.unnest(@extschema@.pay_archive_key_unpack(t.lo, t.hashes)) AS x(h)
@@ -445,13 +452,20 @@ AS $$
                pg_catalog.row_number() OVER w OPERATOR(pg_catalog.-) 1 AS i,
                pg_catalog.count(*) OVER (PARTITION BY m.lo) AS n
         FROM merged AS m
-        WINDOW w AS (PARTITION BY m.lo ORDER BY m.h))
-    INSERT INTO @extschema@.pay_archive_keys (lo, hashes)
-    SELECT pg_catalog.min(b.h), @extschema@.pay_archive_key_pack(pg_catalog.array_agg(b.h ORDER BY b.h))
-    FROM numbered AS b
-    -- ceil(n / 128) rows of equal share
-    GROUP BY b.lo, (b.i OPERATOR(pg_catalog.*) ((b.n OPERATOR(pg_catalog.+) 127) OPERATOR(pg_catalog./) 128))
-                   OPERATOR(pg_catalog./) b.n
+        WINDOW w AS (PARTITION BY m.lo ORDER BY m.h)),
+    -- ceil(n / 512) rows of equal share for each row replaced
+    packed AS (
+        SELECT b.lo AS replaced, pg_catalog.min(b.h) AS lo, pg_catalog.array_agg(b.h ORDER BY b.h) AS hashes
+        FROM numbered AS b
+        GROUP BY b.lo, (b.i OPERATOR(pg_catalog.*) ((b.n OPERATOR(pg_catalog.+) 511) OPERATOR(pg_catalog./) 512))
+                       OPERATOR(pg_catalog./) b.n)
+    INSERT INTO @extschema@.pay_archive_keys (lo, hi, hashes)
+    SELECT p.lo,
+           COALESCE(pg_catalog.lead(p.lo) OVER (PARTITION BY p.replaced ORDER BY p.lo) OPERATOR(pg_catalog.-) 1,
+                    (SELECT t.hi FROM touched AS t WHERE t.lo OPERATOR(pg_catalog.=) p.replaced),
+                    9223372036854775807),
+           @extschema@.pay_archive_key_pack(p.hashes)
+    FROM packed AS p
 $$
 LANGUAGE sql VOLATILE SET search_path = @extschema@, pg_temp;
 
@@ -900,6 +914,12 @@ AS $$
     SELECT NULL, pg_catalog.format('the row of pay_archive_keys from %s is not a list of hashes', r.lo)
     FROM @extschema@.pay_archive_keys AS r
     WHERE @extschema@.pay_archive_key_unpack(r.lo, r.hashes) IS NULL
+    UNION ALL
+    SELECT NULL, pg_catalog.format('the rows of pay_archive_keys from %s and from %s both answer for the hashes from %s to %s',
+                                   r.lo, r.next_lo, r.next_lo, LEAST(r.hi, r.next_hi))
+    FROM (SELECT k.lo, k.hi, pg_catalog.lead(k.lo) OVER w AS next_lo, pg_catalog.lead(k.hi) OVER w AS next_hi
+          FROM @extschema@.pay_archive_keys AS k WINDOW w AS (ORDER BY k.lo)) AS r
+    WHERE r.next_lo OPERATOR(pg_catalog.<=) r.hi
     UNION ALL
     SELECT pg_catalog.min(a.bizno), pg_catalog.format('business action %s %s was archived under %s bizNos',
                                                      a.prefix, a.biz_id, pg_catalog.count(*))

@@ -82,6 +82,65 @@ ReadShape(uint64_t lo, const uint8_t *bytes, size_t length, int *width, size_t *
 	return DistanceAt(bytes + 1 + (*count - 1) * *width, *width) <= UINT64_MAX - lo;
 }
 
+/*
+ * The first of the count distances at bytes, each of width bytes, not
+ * below target, for distances that ascend and a last one not below target.
+ * The hashes are uniform, so target's share of the last distance points
+ * near it: the search starts there and widens in doubling steps until the
+ * distances there bracket target, then halves the bracket -- a few reads,
+ * most in one or two cache lines, where a binary search of the whole row
+ * reads one line a step.  Out-of-order distances give a wrong index, never
+ * a read outside the row.
+ */
+static size_t
+FirstNotBelow(const uint8_t *bytes, size_t count, int width, uint64_t target)
+{
+	uint64_t	last = DistanceAt(bytes + (count - 1) * width, width);
+	size_t		guess = (size_t) ((double) target / (double) last * (double) (count - 1));
+	size_t		low;			/* the distances below low are below target */
+	size_t		high;			/* the one at high is not */
+	size_t		step = 1;
+
+	if (guess > count - 1)
+		guess = count - 1;
+	if (DistanceAt(bytes + guess * width, width) < target)
+	{
+		low = guess + 1;
+		high = count - 1;
+		while (guess + step < high && DistanceAt(bytes + (guess + step) * width, width) < target)
+		{
+			low = guess + step + 1;
+			step *= 2;
+		}
+		if (guess + step < high)
+			high = guess + step;
+	}
+	else
+	{
+		low = 0;
+		high = guess;
+		while (step <= guess && DistanceAt(bytes + (guess - step) * width, width) >= target)
+		{
+			high = guess - step;
+			step *= 2;
+		}
+		if (step <= guess)
+			low = guess - step + 1;
+	}
+	if (low > high)
+		low = high;				/* only out-of-order distances get here */
+	while (low < high)
+	{
+		size_t		middle = low + (high - low) / 2;
+
+		if (DistanceAt(bytes + middle * width, width) < target)
+			low = middle + 1;
+		else
+			high = middle;
+	}
+	return low;
+}
+
 ArchiveKeysLookup
 archive_keys_find(int64_t lo, const uint8_t *bytes, size_t length, int64_t hash)
 {
@@ -89,26 +148,16 @@ archive_keys_find(int64_t lo, const uint8_t *bytes, size_t length, int64_t hash)
 	uint64_t	wanted = Ordinal(hash);
 	int			width;
 	size_t		count;
-	size_t		low = 0;
-	size_t		high;
+	size_t		at;
 
 	if (!ReadShape(from, bytes, length, &width, &count))
 		return ARCHIVE_KEYS_MALFORMED;
 	if (wanted <= from)
 		return wanted == from ? ARCHIVE_KEYS_PRESENT : ARCHIVE_KEYS_ABSENT;
-
-	/* the first of distances [low, high) not below wanted's */
-	high = count;
-	while (low < high)
-	{
-		size_t		middle = low + (high - low) / 2;
-
-		if (DistanceAt(bytes + 1 + middle * width, width) < wanted - from)
-			low = middle + 1;
-		else
-			high = middle;
-	}
-	return low < count && DistanceAt(bytes + 1 + low * width, width) == wanted - from ?
+	if (count == 0 || DistanceAt(bytes + 1 + (count - 1) * width, width) < wanted - from)
+		return ARCHIVE_KEYS_ABSENT;
+	at = FirstNotBelow(bytes + 1, count, width, wanted - from);
+	return DistanceAt(bytes + 1 + at * width, width) == wanted - from ?
 		ARCHIVE_KEYS_PRESENT : ARCHIVE_KEYS_ABSENT;
 }
 

@@ -4,7 +4,8 @@
  *	  The packed form of a row of pay_archive_keys: sorted 64-bit hashes,
  *	  the first in the row's lo, each next one as its distance from lo,
  *	  all the row's distances in one width, so that finding a hash is a
- *	  binary search.
+ *	  search of an array: started where the hash's share of the row's
+ *	  span points, as the hashes are uniform.
  *
  * Pure C with no server headers, like machine.h: the claim's lookup
  * (write_archive.c) reads rows with it, pay_archive writes them with it
@@ -14,8 +15,8 @@
  * then each distance in w bytes, most significant first; a row of lo
  * alone packs into no bytes.  The width is the fewest bytes the row's
  * last distance fits in.  The hashes are uniform over 2^64 values, so the
- * 128 of a full row among n span about 2^71 / n: at ten million some 48
- * bits, six bytes a hash where a bigint takes eight.
+ * 512 of a full row among n span about 2^73 / n: at ten million some 50
+ * bits, seven bytes a hash where a bigint takes eight.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,7 +50,7 @@ extern size_t archive_keys_pack(const int64_t *hashes, size_t count, uint8_t *ou
 
 /*
  * Whether the row of lo packed as bytes[0 .. length - 1] holds hash.  It
- * reads the width, the last distance and those the binary search visits:
+ * reads the width, the last distance and those the search visits:
  * bytes of the wrong length, a width out of range or a last distance past
  * the largest hash are MALFORMED; that every distance ascends is checked
  * where rows are written (archive_keys_unpack, in the table's CHECK

@@ -40,11 +40,15 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/itup.h"
 #include "access/relation.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_am_d.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
@@ -52,6 +56,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
@@ -119,6 +124,200 @@ RaiseArchivedConcurrently(void)
 			 errhint("Retry the whole transaction: the archive will answer.")));
 }
 
+/* lo bigint, hi bigint, hashes bytea, as the extension made them: read by type */
+static void
+RequireKeysColumns(Relation keys)
+{
+	TupleDesc	columns = RelationGetDescr(keys);
+
+	if (columns->natts < 3 || TupleDescAttr(columns, 0)->atttypid != INT8OID ||
+		TupleDescAttr(columns, 1)->atttypid != INT8OID ||
+		TupleDescAttr(columns, 2)->atttypid != BYTEAOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pay_archive_keys is not as idempotent_pay created it"),
+				 errdetail("Its columns must be lo bigint, hi bigint and hashes bytea, its primary key on lo."),
+				 errhint("Restore pay_archive_keys from the last dump.")));
+}
+
+/* The columns of a tuple of pay_archive_keys: false when one is NULL. */
+static bool
+ReadKeysRow(HeapTuple tuple, TupleDesc columns, int64 *lo, int64 *hi, Datum *hashes)
+{
+	bool		lo_null;
+	bool		hi_null;
+	bool		hashes_null;
+
+	*lo = DatumGetInt64(heap_getattr(tuple, 1, columns, &lo_null));
+	*hi = DatumGetInt64(heap_getattr(tuple, 2, columns, &hi_null));
+	*hashes = heap_getattr(tuple, 3, columns, &hashes_null);
+	return !lo_null && !hi_null && !hashes_null;
+}
+
+/*
+ * The heap addresses of rows of pay_archive_keys this backend found, by
+ * the hashes they answer for: 2^bits slots, slot i for the hashes whose
+ * top bits (as unsigned numbers, the sign bit flipped) are i, each the
+ * address of a row whose range covered the whole slot, or covered the last
+ * hash looked up in it.  A row's range never overlapping another's, a
+ * remembered row that is visible to the snapshot and covers the hash is
+ * the one that answers for it, whatever was written since: a lookup reads
+ * it straight from the heap, without the primary key's descent and scan.
+ * A row pay_archive replaced since is not visible, and sends the lookup to
+ * the primary key, which remembers the new row.  The cache is per backend,
+ * at most 2^17 addresses (768 kB), sized from the table's pages (two rows
+ * to a page, some sixteen slots to a row), and forgotten when the table's
+ * relcache entry is invalidated (TRUNCATE, VACUUM FULL, pg_repack, and
+ * VACUUM's count of its pages); an address past the table's end, which a
+ * VACUUM truncating it leaves, is not read.
+ */
+#define KEY_ROW_SLOTS_MIN_BITS 10
+#define KEY_ROW_SLOTS_MAX_BITS 17
+
+static struct
+{
+	Oid			relid;			/* pay_archive_keys, or InvalidOid: none */
+	int			bits;
+	ItemPointerData *slots;		/* invalid: no row remembered */
+	bool		callback_registered;
+} key_rows = {InvalidOid};
+
+static void
+ForgetKeyRows(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == key_rows.relid)
+		key_rows.relid = InvalidOid;	/* the slots are freed at the next use */
+}
+
+static inline uint64
+KeyRowSlot(int64 hash)
+{
+	return ((uint64) hash ^ UINT64CONST(0x8000000000000000)) >> (64 - key_rows.bits);
+}
+
+/* Remember the row at tid, covering [lo, hi], found for hash. */
+static void
+RememberKeyRow(int64 lo, int64 hi, int64 hash, ItemPointer tid)
+{
+	int			shift = 64 - key_rows.bits;
+	uint64		lo_ordinal = (uint64) lo ^ UINT64CONST(0x8000000000000000);
+	uint64		hi_ordinal = (uint64) hi ^ UINT64CONST(0x8000000000000000);
+	int64		first = (int64) (lo_ordinal >> shift);
+	int64		last = (int64) (hi_ordinal >> shift);
+
+	/* the slots the range covers whole: not those it starts or ends inside */
+	if (lo_ordinal != (uint64) first << shift)
+		first++;
+	if (hi_ordinal + 1 != (uint64) (last + 1) << shift)
+		last--;
+	for (int64 slot = first; slot <= last; slot++)
+		key_rows.slots[slot] = *tid;
+	key_rows.slots[KeyRowSlot(hash)] = *tid;
+}
+
+/*
+ * Fill the slots from the primary key's entries, each row taken to cover
+ * the hashes up to the next entry's lo: one pass over the index's leaves,
+ * without reading the table, so that a backend's first lookups find their
+ * rows remembered.  An entry of a row version since replaced, or not yet
+ * visible, is only a guess the lookup's fetch rejects.  Read under
+ * SnapshotAny, which takes no predicate locks: a SERIALIZABLE transaction
+ * is not made to conflict with every pay_archive by rows it never read.
+ * At most twice as many entries as slots: beyond that the rows are
+ * remembered as lookups find them.
+ */
+static void
+PreloadKeyRows(Relation keys, Oid pkey_oid)
+{
+	Relation	pkey = index_open(pkey_oid, AccessShareLock);
+	IndexScanDesc scan = PayIndexBeginScan(keys, pkey, SnapshotAny, 0, 0);
+	ItemPointer tid = NULL;
+	ItemPointerData row_tid;
+	int64		row_lo = 0;
+	bool		have_row = false;
+	uint64		entries = 0;
+
+	scan->xs_want_itup = true;
+	index_rescan(scan, NULL, 0, NULL, 0);
+	while (entries++ < (UINT64CONST(2) << key_rows.bits) &&
+		   (tid = index_getnext_tid(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		null;
+		int64		lo = DatumGetInt64(index_getattr(scan->xs_itup, 1, scan->xs_itupdesc, &null));
+
+		if (null)
+			continue;
+		if (have_row && lo != row_lo)
+			RememberKeyRow(row_lo, lo - 1, row_lo, &row_tid);
+		row_lo = lo;
+		row_tid = *tid;
+		have_row = true;
+	}
+	if (have_row)
+		RememberKeyRow(row_lo, tid != NULL ? row_lo : PG_INT64_MAX, row_lo, &row_tid);
+	index_endscan(scan);
+	index_close(pkey, NoLock);	/* held to the end, as a SELECT holds it */
+}
+
+/* The remembered rows of keys, sized for the table as it is now. */
+static bool
+KeyRowsFor(const PayCatalog *catalog, Relation keys)
+{
+	BlockNumber pages;
+	int			bits = KEY_ROW_SLOTS_MIN_BITS;
+
+	if (keys->rd_rel->relam != HEAP_TABLE_AM_OID)
+		return false;			/* another access method's addresses may move */
+	if (key_rows.relid == RelationGetRelid(keys))
+		return true;
+	if (!key_rows.callback_registered)
+	{
+		CacheRegisterRelcacheCallback(ForgetKeyRows, (Datum) 0);
+		key_rows.callback_registered = true;
+	}
+	if (key_rows.slots != NULL)
+		pfree(key_rows.slots);
+	pages = RelationGetNumberOfBlocks(keys);
+	while (bits < KEY_ROW_SLOTS_MAX_BITS && ((uint64) 1 << bits) < (uint64) pages * 32)
+		bits++;
+	key_rows.slots = MemoryContextAllocZero(TopMemoryContext,
+											sizeof(ItemPointerData) << bits);
+	key_rows.bits = bits;
+	key_rows.relid = RelationGetRelid(keys);
+	PreloadKeyRows(keys, catalog->archive_keys_pkey);
+	return true;
+}
+
+/*
+ * Whether the row remembered for hash's slot is visible to snapshot and
+ * covers hash: then whether it holds hash into *holds.
+ */
+static bool
+RememberedRowAnswers(const PayCatalog *catalog, Relation keys, Snapshot snapshot, int64 hash,
+					 bool *holds)
+{
+	HeapTupleData tuple;
+	Buffer		buffer;
+	int64		lo;
+	int64		hi;
+	Datum		hashes;
+	bool		answers;
+
+	if (!KeyRowsFor(catalog, keys))
+		return false;
+	tuple.t_self = key_rows.slots[KeyRowSlot(hash)];
+	if (!ItemPointerIsValid(&tuple.t_self) ||
+		ItemPointerGetBlockNumber(&tuple.t_self) >= RelationGetNumberOfBlocks(keys) ||
+		!heap_fetch(keys, snapshot, &tuple, &buffer, false))
+		return false;
+	answers = ReadKeysRow(&tuple, RelationGetDescr(keys), &lo, &hi, &hashes) &&
+		lo <= hash && hash <= hi;
+	if (answers)
+		*holds = RowHoldsHash(lo, hashes, hash);
+	ReleaseBuffer(buffer);
+	return answers;
+}
+
 /*
  * How far below hash the row holding it starts, at most, but for rows far
  * wider than the others: eight times the mean distance between two rows'
@@ -173,46 +372,71 @@ FetchLastRowAtOrBelow(Relation keys, Relation pkey, int64 hash, const int64 *bou
  * Whether the row of pay_archive_keys visible to snapshot whose lo is the
  * last at or below hash holds it, read through the primary key: first
  * within the reach a row usually has (ProbeLowerBound), then, only when no
- * row starts there, below it too.
+ * row starts there, below it too.  The row found is remembered for hash's
+ * slot.
+ */
+static bool
+ProbeKeys(const PayCatalog *catalog, Relation keys, Snapshot snapshot, int64 hash)
+{
+	Relation	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
+	TupleTableSlot *slot;
+	int64		bound;
+	bool		holds = false;
+
+	if (pkey->rd_index->indnkeyatts < 1 || pkey->rd_index->indkey.values[0] != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pay_archive_keys is not as idempotent_pay created it"),
+				 errdetail("Its columns must be lo bigint, hi bigint and hashes bytea, its primary key on lo."),
+				 errhint("Restore pay_archive_keys from the last dump.")));
+	slot = table_slot_create(keys, NULL);
+
+	PushActiveSnapshot(snapshot);
+	if ((ProbeLowerBound(keys, hash, &bound) &&
+		 FetchLastRowAtOrBelow(keys, pkey, hash, &bound, slot)) ||
+		FetchLastRowAtOrBelow(keys, pkey, hash, NULL, slot))
+	{
+		bool		should_free;
+		HeapTuple	tuple = ExecFetchSlotHeapTuple(slot, false, &should_free);
+		int64		lo;
+		int64		hi;
+		Datum		hashes;
+
+		/*
+		 * Searched whatever its hi, as a hash the row holds past it is still
+		 * found here; remembered only for a hash its range covers.
+		 */
+		if (ReadKeysRow(tuple, RelationGetDescr(keys), &lo, &hi, &hashes))
+		{
+			holds = RowHoldsHash(lo, hashes, hash);
+			if (hash <= hi && KeyRowsFor(catalog, keys))
+				RememberKeyRow(lo, hi, hash, &slot->tts_tid);
+		}
+		if (should_free)
+			heap_freetuple(tuple);
+	}
+	PopActiveSnapshot();
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(pkey, NoLock);	/* held to the end, as a SELECT holds it */
+	return holds;
+}
+
+/*
+ * Whether the row of pay_archive_keys visible to snapshot that answers for
+ * hash holds it: the row remembered for it when it still answers, else the
+ * one the primary key finds.
  */
 static bool
 HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 {
 	Relation	keys = table_open(catalog->archive_keys, AccessShareLock);
-	Relation	pkey = index_open(catalog->archive_keys_pkey, AccessShareLock);
-	TupleDesc	columns = RelationGetDescr(keys);
-	TupleTableSlot *slot;
-	int64		bound;
-	bool		found = false;
+	bool		holds;
 
-	/* lo bigint, hashes bytea, as the extension made them: read by type */
-	if (columns->natts < 2 || TupleDescAttr(columns, 0)->atttypid != INT8OID ||
-		TupleDescAttr(columns, 1)->atttypid != BYTEAOID ||
-		pkey->rd_index->indnkeyatts < 1 || pkey->rd_index->indkey.values[0] != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("pay_archive_keys is not as idempotent_pay created it"),
-				 errdetail("Its columns must be lo bigint and hashes bytea, its primary key on lo."),
-				 errhint("Restore pay_archive_keys from the last dump.")));
-	slot = table_slot_create(keys, NULL);
-
-	PushActiveSnapshot(snapshot);
-	if ((ProbeLowerBound(keys, (int64) hash, &bound) &&
-		 FetchLastRowAtOrBelow(keys, pkey, (int64) hash, &bound, slot)) ||
-		FetchLastRowAtOrBelow(keys, pkey, (int64) hash, NULL, slot))
-	{
-		bool		lo_null;
-		bool		hashes_null;
-		Datum		lo = slot_getattr(slot, 1, &lo_null);
-		Datum		hashes = slot_getattr(slot, 2, &hashes_null);
-
-		found = !lo_null && !hashes_null && RowHoldsHash(DatumGetInt64(lo), hashes, (int64) hash);
-	}
-	PopActiveSnapshot();
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(pkey, NoLock);	/* held to the end, as a SELECT holds it */
-	table_close(keys, NoLock);
-	return found;
+	RequireKeysColumns(keys);
+	if (!RememberedRowAnswers(catalog, keys, snapshot, (int64) hash, &holds))
+		holds = ProbeKeys(catalog, keys, snapshot, (int64) hash);
+	table_close(keys, NoLock);	/* held to the end, as a SELECT holds it */
+	return holds;
 }
 
 /* whether this backend saw a page in pay_archive_keys (ArchiveHoldsHash) */

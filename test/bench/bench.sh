@@ -402,7 +402,7 @@ cpu_and_wal() {
 # cluster of their own (fsync off, a single-user backend needs the server
 # stopped): database instr with row 1's contenders, INSTR_PAYMENTS settled
 # payments each; instr_archived, the API's tables alike and ten million
-# random hashes in pay_archive_keys, packed in rows of 128 as pay_archive
+# random hashes in pay_archive_keys, packed in rows of 512 as pay_archive
 # packs them.  A contender makes INSTR_PAYMENTS new payments in one
 # single-user backend and three times as many in another: the difference
 # over the extra payments is one payment's, without the backend's start or
@@ -454,12 +454,13 @@ instructions() {
 	instr_sql instr_archived -c "CREATE EXTENSION idempotent_pay" >/dev/null
 	instr_sql instr_archived >/dev/null <<SQL
 SET work_mem = '1GB';
-INSERT INTO pay_archive_keys (lo, hashes)
-SELECT (array_agg(h ORDER BY h))[1], pay_archive_key_pack(array_agg(h ORDER BY h))
-FROM (SELECT h, (row_number() OVER (ORDER BY h) - 1) / 128 AS row_of
-      FROM (SELECT DISTINCT (random() * 18446744073709551615 - 9223372036854775808)::bigint AS h
-            FROM generate_series(1, $INSTR_HASHES)) AS drawn) AS numbered
-GROUP BY row_of;
+INSERT INTO pay_archive_keys (lo, hi, hashes)
+SELECT r.lo, COALESCE(lead(r.lo) OVER (ORDER BY r.lo) - 1, 9223372036854775807), r.packed
+FROM (SELECT (array_agg(h ORDER BY h))[1] AS lo, pay_archive_key_pack(array_agg(h ORDER BY h)) AS packed
+      FROM (SELECT h, (row_number() OVER (ORDER BY h) - 1) / 512 AS row_of
+            FROM (SELECT DISTINCT (random() * 18446744073709551615 - 9223372036854775808)::bigint AS h
+                  FROM generate_series(1, $INSTR_HASHES)) AS drawn) AS numbered
+      GROUP BY row_of) AS r;
 SQL
 	for contender in api lean plpgsql floor; do
 		payments "$contender" "$INSTR_PAYMENTS" "W-$contender-" | instr_sql instr >/dev/null
