@@ -462,10 +462,10 @@ AS $$
     INSERT INTO @extschema@.pay_archive_keys (lo, hi, hashes)
     SELECT p.lo,
            COALESCE(pg_catalog.lead(p.lo) OVER (PARTITION BY p.replaced ORDER BY p.lo) OPERATOR(pg_catalog.-) 1,
-                    (SELECT t.hi FROM touched AS t WHERE t.lo OPERATOR(pg_catalog.=) p.replaced),
-                    9223372036854775807),
+                    t.hi, 9223372036854775807),
            @extschema@.pay_archive_key_pack(p.hashes)
     FROM packed AS p
+    LEFT JOIN touched AS t ON t.lo OPERATOR(pg_catalog.=) p.replaced
 $$
 LANGUAGE sql VOLATILE SET search_path = @extschema@, pg_temp;
 

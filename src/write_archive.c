@@ -11,16 +11,18 @@
  * of pay_bizno, else its key -- in pay_archive_keys, which outlives the
  * archive's partitions: a DBA drops those, the hashes stay, and a late
  * retry of an archived payment is refused however late it comes.  The
- * hashes are packed, sorted, in rows of up to a few hundred, each row
- * covering the hashes from its lo up to the next row's lo, each hash after
- * lo as its distance from lo, all of one width (archive_keys.h); finding
- * one is a probe of the primary key on lo for the last row at or below it
- * and a binary search of that row.  That probe is what a new payment pays
- * for the archive: it runs when the key is not in the live ledger, read
- * straight through the index and table access methods under the snapshot
- * the ledger's probe would take now, so that a payment whose ledger row
- * the probe no longer sees (archived meanwhile, and committed) is seen
- * archived.
+ * hashes are packed, sorted, in rows of up to 512, each row answering for
+ * the hashes from its lo to its hi, the ranges of rows never overlapping,
+ * each hash after lo as its distance from lo, all of one width
+ * (archive_keys.h).  Finding one is a read of the row that covers it --
+ * straight from the heap at the address the backend remembered for the
+ * hash, or through a probe of the primary key on lo for the last row at or
+ * below it -- and a search of that row.  That lookup is what a new payment
+ * pays for the archive: it runs when the key is not in the live ledger,
+ * read straight through the heap and index access methods under the
+ * snapshot the ledger's probe would take now, so that a payment whose
+ * ledger row the probe no longer sees (archived meanwhile, and committed)
+ * is seen archived.
  *
  * The hash is hashtextextended's with seed 0 over the key's bytes, which
  * SQL computes as pg_catalog.hashtextextended(key COLLATE "C", 0); a
