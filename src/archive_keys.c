@@ -89,8 +89,9 @@ ReadShape(uint64_t lo, const uint8_t *bytes, size_t length, int *width, size_t *
  * near it: the search starts there and widens in doubling steps until the
  * distances there bracket target, then halves the bracket -- a few reads,
  * most in one or two cache lines, where a binary search of the whole row
- * reads one line a step.  Out-of-order distances give a wrong index, never
- * a read outside the row.
+ * reads one line a step.  Every index read lies in [0, count - 1], and
+ * low never passes high, whatever the distances: out-of-order ones give a
+ * wrong index, never a read outside the row.
  */
 static size_t
 FirstNotBelow(const uint8_t *bytes, size_t count, int width, uint64_t target)
@@ -127,8 +128,6 @@ FirstNotBelow(const uint8_t *bytes, size_t count, int width, uint64_t target)
 		if (step <= guess)
 			low = guess - step + 1;
 	}
-	if (low > high)
-		low = high;				/* only out-of-order distances get here */
 	while (low < high)
 	{
 		size_t		middle = low + (high - low) / 2;
