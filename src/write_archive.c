@@ -170,8 +170,8 @@ ReadKeysRow(HeapTuple tuple, TupleDesc columns, int64 *lo, int64 *hi, Datum *has
  * at most 2^17 addresses (768 kB), sized from the table's pages (two rows
  * to a page, some sixteen slots to a row), and forgotten when the table's
  * relcache entry is invalidated (TRUNCATE, VACUUM FULL, pg_repack, and
- * VACUUM's count of its pages); an address past the table's end, which a
- * VACUUM truncating it leaves, is not read.
+ * VACUUM's update of its statistics); an address past the table's end,
+ * which a VACUUM truncating it leaves until that update, is not read.
  */
 #define KEY_ROW_SLOTS_MIN_BITS 10
 #define KEY_ROW_SLOTS_MAX_BITS 17
