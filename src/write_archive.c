@@ -126,6 +126,17 @@ RaiseArchivedConcurrently(void)
 			 errhint("Retry the whole transaction: the archive will answer.")));
 }
 
+/* 55000: pay_archive_keys' columns or primary key were changed. */
+static void
+RaiseKeysNotAsCreated(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("pay_archive_keys is not as idempotent_pay created it"),
+			 errdetail("Its columns must be lo bigint, hi bigint and hashes bytea, its primary key on lo."),
+			 errhint("Restore pay_archive_keys from the last dump.")));
+}
+
 /* lo bigint, hi bigint, hashes bytea, as the extension made them: read by type */
 static void
 RequireKeysColumns(Relation keys)
@@ -135,11 +146,7 @@ RequireKeysColumns(Relation keys)
 	if (columns->natts < 3 || TupleDescAttr(columns, 0)->atttypid != INT8OID ||
 		TupleDescAttr(columns, 1)->atttypid != INT8OID ||
 		TupleDescAttr(columns, 2)->atttypid != BYTEAOID)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("pay_archive_keys is not as idempotent_pay created it"),
-				 errdetail("Its columns must be lo bigint, hi bigint and hashes bytea, its primary key on lo."),
-				 errhint("Restore pay_archive_keys from the last dump.")));
+		RaiseKeysNotAsCreated();
 }
 
 /* The columns of a tuple of pay_archive_keys: false when one is NULL. */
@@ -386,11 +393,7 @@ ProbeKeys(const PayCatalog *catalog, Relation keys, Snapshot snapshot, int64 has
 	bool		holds = false;
 
 	if (pkey->rd_index->indnkeyatts < 1 || pkey->rd_index->indkey.values[0] != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("pay_archive_keys is not as idempotent_pay created it"),
-				 errdetail("Its columns must be lo bigint, hi bigint and hashes bytea, its primary key on lo."),
-				 errhint("Restore pay_archive_keys from the last dump.")));
+		RaiseKeysNotAsCreated();
 	slot = table_slot_create(keys, NULL);
 
 	PushActiveSnapshot(snapshot);
