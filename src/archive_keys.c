@@ -4,20 +4,11 @@
  *	  The packed form of a row of pay_archive_keys (archive_keys.h).
  *
  * The hashes are bigints, ordered as signed numbers (the primary key's
- * order); flipping the sign bit maps that order onto unsigned numbers, in
- * which a distance is a plain difference.
+ * order); distances are taken between their ordinals (archive_keys.h).
  *
  *-------------------------------------------------------------------------
  */
 #include "archive_keys.h"
-
-#define SIGN_BIT UINT64_C(0x8000000000000000)
-
-static inline uint64_t
-Ordinal(int64_t hash)
-{
-	return (uint64_t) hash ^ SIGN_BIT;
-}
 
 /* The fewest bytes distance fits in. */
 static int
@@ -44,17 +35,17 @@ DistanceAt(const uint8_t *at, int width)
 size_t
 archive_keys_pack(const int64_t *hashes, size_t count, uint8_t *out)
 {
-	uint64_t	lo = Ordinal(hashes[0]);
+	uint64_t	lo = archive_keys_ordinal(hashes[0]);
 	int			width;
 	uint8_t    *end = out;
 
 	if (count < 2)
 		return 0;
-	width = WidthOf(Ordinal(hashes[count - 1]) - lo);
+	width = WidthOf(archive_keys_ordinal(hashes[count - 1]) - lo);
 	*end++ = (uint8_t) width;
 	for (size_t i = 1; i < count; i++)
 	{
-		uint64_t	distance = Ordinal(hashes[i]) - lo;
+		uint64_t	distance = archive_keys_ordinal(hashes[i]) - lo;
 
 		for (int byte = width - 1; byte >= 0; byte--)
 			*end++ = (uint8_t) (distance >> (8 * byte));
@@ -143,8 +134,8 @@ FirstNotBelow(const uint8_t *bytes, size_t count, int width, uint64_t target)
 ArchiveKeysLookup
 archive_keys_find(int64_t lo, const uint8_t *bytes, size_t length, int64_t hash)
 {
-	uint64_t	from = Ordinal(lo);
-	uint64_t	wanted = Ordinal(hash);
+	uint64_t	from = archive_keys_ordinal(lo);
+	uint64_t	wanted = archive_keys_ordinal(hash);
 	int			width;
 	size_t		count;
 	size_t		at;
@@ -163,7 +154,7 @@ archive_keys_find(int64_t lo, const uint8_t *bytes, size_t length, int64_t hash)
 size_t
 archive_keys_unpack(int64_t lo, const uint8_t *bytes, size_t length, int64_t *out)
 {
-	uint64_t	from = Ordinal(lo);
+	uint64_t	from = archive_keys_ordinal(lo);
 	uint64_t	previous = 0;
 	int			width;
 	size_t		count;
@@ -177,7 +168,7 @@ archive_keys_unpack(int64_t lo, const uint8_t *bytes, size_t length, int64_t *ou
 
 		if (distance <= previous)
 			return 0;
-		out[i + 1] = (int64_t) ((from + distance) ^ SIGN_BIT);
+		out[i + 1] = (int64_t) archive_keys_ordinal((int64_t) (from + distance));
 		previous = distance;
 	}
 	return count + 1;

@@ -27,6 +27,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * A hash's place in the order of the primary key (signed bigints) as an
+ * unsigned number, the sign bit flipped: in it a distance is a plain
+ * difference, and the top bits name a range of hashes.
+ */
+static inline uint64_t
+archive_keys_ordinal(int64_t hash)
+{
+	return (uint64_t) hash ^ UINT64_C(0x8000000000000000);
+}
+
 /* The widest distance, in bytes. */
 #define ARCHIVE_KEYS_MAX_WIDTH 8
 

@@ -201,7 +201,7 @@ ForgetKeyRows(Datum arg, Oid relid)
 static inline uint64
 KeyRowSlot(int64 hash)
 {
-	return ((uint64) hash ^ UINT64CONST(0x8000000000000000)) >> (64 - key_rows.bits);
+	return archive_keys_ordinal(hash) >> (64 - key_rows.bits);
 }
 
 /* Remember the row at tid, covering [lo, hi], found for hash. */
@@ -209,8 +209,8 @@ static void
 RememberKeyRow(int64 lo, int64 hi, int64 hash, ItemPointer tid)
 {
 	int			shift = 64 - key_rows.bits;
-	uint64		lo_ordinal = (uint64) lo ^ UINT64CONST(0x8000000000000000);
-	uint64		hi_ordinal = (uint64) hi ^ UINT64CONST(0x8000000000000000);
+	uint64		lo_ordinal = archive_keys_ordinal(lo);
+	uint64		hi_ordinal = archive_keys_ordinal(hi);
 	int64		first = (int64) (lo_ordinal >> shift);
 	int64		last = (int64) (hi_ordinal >> shift);
 
