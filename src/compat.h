@@ -134,6 +134,17 @@ PayExecCheckIndexConstraints(ResultRelInfo *result, TupleTableSlot *slot, EState
 }
 
 /*
+ * 17: an index access method may keep state across the inserts of a
+ * statement, released by index_insert_cleanup when the executor closes the
+ * index; before 17 there is none.
+ */
+#if PG_VERSION_NUM >= 170000
+#define PayIndexInsertCleanup(index, info) index_insert_cleanup((index), (info))
+#else
+#define PayIndexInsertCleanup(index, info) ((void) 0)
+#endif
+
+/*
  * 17's SQL/JSON query functions (JSON_VALUE, JSON_QUERY, JSON_EXISTS)
  * coerce their result to the RETURNING type at run time -- its input
  * function, a domain's checks -- with no node a walker of the expression

@@ -229,8 +229,8 @@ BeginDirectWrite(FunctionCallInfo fcinfo, CmdType operation, DirectWrite *write)
 
 	write->estate = CreateExecutorState();
 	write->result = makeNode(ResultRelInfo);
+	/* its indexes are opened once the row written is known (PayOpenIndices) */
 	InitResultRelInfo(write->result, write->ledger, 0, NULL, 0);
-	PayOpenIndices(write->result, operation == CMD_INSERT);
 	/* a DBA's default, domain check or index may look a name up */
 	write->search_path_level = write->policy->ledger_kind == PAY_EXPRESSION_PLAIN ? -1 :
 		PayPinSearchPath(catalog);
@@ -248,7 +248,7 @@ static void
 EndDirectWrite(DirectWrite *write)
 {
 	PopActiveSnapshot();
-	ExecCloseIndices(write->result);
+	PayCloseIndices(write->result);
 	ExecResetTupleTable(write->estate->es_tupleTable, false);
 	FreeExecutorState(write->estate);
 	table_close(write->ledger, NoLock);
@@ -392,6 +392,7 @@ PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 		ExecForceStoreHeapTuple(tuple, slot, false);
 		if (RelationGetDescr(write.ledger)->constr)
 			ExecConstraints(write.result, slot, write.estate);
+		PayOpenIndices(write.result, true, slot, write.estate);
 
 		/*
 		 * The executor checks the unique indexes before it inserts, to spare
@@ -664,6 +665,7 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 			elog(ERROR, "unexpected table_tuple_update status: %u", result);
 		if (PayUpdateIndexesAny(update_indexes))
 		{
+			PayOpenIndices(write.result, false, newslot, write.estate);
 			NoteUnchangedIndexes(write.result, updatedcols);
 			PayExecInsertIndexTuples(write.result, newslot, write.estate, true, false, NULL, NIL,
 									 PayUpdateIndexesOnlySummarizing(update_indexes));
@@ -755,7 +757,6 @@ PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 	TupleTableSlot *slot = ExecInitExtraTupleSlot(estate, tupdesc, &TTSOpsVirtual);
 
 	InitResultRelInfo(result_rel, journal, 0, NULL, 0);
-	PayOpenIndices(result_rel, false);
 
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, sizeof(bool) * tupdesc->natts);
@@ -769,9 +770,10 @@ PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 	if (tupdesc->constr)
 		ExecConstraints(result_rel, slot, estate);
 	table_tuple_insert(journal, slot, GetCurrentCommandId(true), 0, NULL);
+	PayOpenIndices(result_rel, false, slot, estate);
 	PayExecInsertIndexTuples(result_rel, slot, estate, false, false, NULL, NIL, false);
 
-	ExecCloseIndices(result_rel);
+	PayCloseIndices(result_rel);
 	ExecResetTupleTable(estate->es_tupleTable, false);
 	FreeExecutorState(estate);
 }

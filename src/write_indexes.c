@@ -16,8 +16,23 @@
  * cache) is the write's alone.  A partial index's predicate is kept ready
  * to evaluate too: it calls only immutable functions, built-in ones or the
  * extension's (else the write takes the SQL path), which keep nothing of
- * one evaluation for the next.  The index relations
- * are opened and locked at every write, as the executor opens them.
+ * one evaluation for the next.
+ *
+ * Two things differ from the executor, neither one a reader or a DDL
+ * statement can tell.  An index is opened only for a row it will receive
+ * an entry for: a partial index whose predicate the row fails is left
+ * closed (the executor opens it, evaluates the predicate and inserts
+ * nothing), and an UPDATE opens none until table_tuple_update says the
+ * update is not HOT.  And an index opened here keeps its RowExclusiveLock
+ * to the end of the transaction, where the executor releases it at the end
+ * of the statement: the table's own lock, held to the end either way,
+ * already excludes every statement that would conflict with the index's
+ * (DROP INDEX and REINDEX lock the table; their CONCURRENTLY forms wait for
+ * the table's writers), and one release of all locks at commit costs less
+ * than one release per index per write.  The predicate decides on the
+ * IndexInfo kept for the table: which indexes a table has, and whether
+ * each is ready for inserts, changes only with an invalidation the lock on
+ * the table takes in.
  *
  * What is kept may be dropped while a write still uses its copies: firing
  * the ledger's triggers opens the journal, which takes in pending
@@ -37,6 +52,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "compat.h"
 #include "write_indexes.h"
 
 /* One index's IndexInfo, with or without the unique check's operators. */
@@ -78,6 +94,16 @@ ForgetIndexInfos(Datum arg, Oid relid)
 	kept_capacity = 0;
 }
 
+/* The IndexInfo kept for index, or NULL when none is kept yet. */
+static const KeptIndexInfo *
+FindKept(Oid index, bool speculative)
+{
+	for (int i = 0; i < nkept; i++)
+		if (kept[i].index == index && kept[i].speculative == speculative)
+			return &kept[i];
+	return NULL;
+}
+
 /*
  * The IndexInfo of index, opened on table, built as ExecOpenIndices builds
  * it, once; and its predicate as ExecInsertIndexTuples prepares it.
@@ -88,10 +114,10 @@ KeptInfo(Relation table, Relation index, bool speculative)
 	MemoryContext building;
 	MemoryContext caller;
 	KeptIndexInfo entry;
+	const KeptIndexInfo *found = FindKept(RelationGetRelid(index), speculative);
 
-	for (int i = 0; i < nkept; i++)
-		if (kept[i].index == RelationGetRelid(index) && kept[i].speculative == speculative)
-			return &kept[i];
+	if (found != NULL)
+		return found;
 
 	if (!callback_registered)
 	{
@@ -127,18 +153,29 @@ KeptInfo(Relation table, Relation index, bool speculative)
 	return &kept[nkept++];
 }
 
+/* Whether row, in estate's per-tuple context, satisfies entry's predicate. */
+static bool
+RowSatisfiesPredicate(const KeptIndexInfo *entry, TupleTableSlot *row, EState *estate)
+{
+	ExprContext *econtext = GetPerTupleExprContext(estate);
+
+	econtext->ecxt_scantuple = row;
+	return ExecQual(entry->predicate, econtext);
+}
+
 /*
- * What ExecOpenIndices does for result's relation: open and lock every
- * index, with its IndexInfo -- the kept one's copy, in the caller's memory,
- * holding nothing of an earlier write.
+ * What ExecOpenIndices does for result's relation, for the indexes row
+ * gets an entry in (every index when row is NULL): open and lock each, with
+ * its IndexInfo -- the kept one's copy, in the caller's memory, holding
+ * nothing of an earlier write.
  */
 void
-PayOpenIndices(ResultRelInfo *result, bool speculative)
+PayOpenIndices(ResultRelInfo *result, bool speculative, TupleTableSlot *row, EState *estate)
 {
 	Relation	table = result->ri_RelationDesc;
 	List	   *oids;
 	ListCell   *lc;
-	int			i = 0;
+	int			n = 0;
 
 	result->ri_NumIndices = 0;
 	if (!RelationGetForm(table)->relhasindex)
@@ -149,13 +186,28 @@ PayOpenIndices(ResultRelInfo *result, bool speculative)
 
 	result->ri_IndexRelationDescs = palloc(list_length(oids) * sizeof(Relation));
 	result->ri_IndexRelationInfo = palloc(list_length(oids) * sizeof(IndexInfo *));
-	result->ri_NumIndices = list_length(oids);
 	foreach(lc, oids)
 	{
-		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
-		const KeptIndexInfo *entry = KeptInfo(table, index, speculative);
-		IndexInfo  *info = palloc(sizeof(IndexInfo));
+		const KeptIndexInfo *entry = FindKept(lfirst_oid(lc), speculative);
+		Relation	index = NULL;
+		IndexInfo  *info;
 
+		if (entry == NULL)
+		{
+			/* built from the index's catalog rows, read under its lock */
+			index = index_open(lfirst_oid(lc), RowExclusiveLock);
+			entry = KeptInfo(table, index, speculative);
+		}
+		if (row != NULL && entry->predicate != NULL &&
+			!RowSatisfiesPredicate(entry, row, estate))
+		{
+			if (index != NULL)
+				index_close(index, NoLock);
+			continue;
+		}
+		if (index == NULL)
+			index = index_open(lfirst_oid(lc), RowExclusiveLock);
+		info = palloc(sizeof(IndexInfo));
 		memcpy(info, entry->info, sizeof(IndexInfo));
 		info->ii_ExpressionsState = NIL;
 		info->ii_PredicateState = entry->predicate;
@@ -163,9 +215,25 @@ PayOpenIndices(ResultRelInfo *result, bool speculative)
 		info->ii_IndexUnchanged = false;
 		info->ii_AmCache = NULL;
 		info->ii_Context = CurrentMemoryContext;
-		result->ri_IndexRelationDescs[i] = index;
-		result->ri_IndexRelationInfo[i] = info;
-		i++;
+		result->ri_IndexRelationDescs[n] = index;
+		result->ri_IndexRelationInfo[n] = info;
+		n++;
 	}
+	result->ri_NumIndices = n;
 	list_free(oids);
+}
+
+/*
+ * What ExecCloseIndices does, but for the lock: each index keeps it to the
+ * end of the transaction, as its table does.
+ */
+void
+PayCloseIndices(ResultRelInfo *result)
+{
+	for (int i = 0; i < result->ri_NumIndices; i++)
+	{
+		PayIndexInsertCleanup(result->ri_IndexRelationDescs[i], result->ri_IndexRelationInfo[i]);
+		index_close(result->ri_IndexRelationDescs[i], NoLock);
+	}
+	result->ri_NumIndices = 0;
 }

@@ -14,6 +14,8 @@
 
 #include "nodes/execnodes.h"
 
-extern void PayOpenIndices(ResultRelInfo *result, bool speculative);
+extern void PayOpenIndices(ResultRelInfo *result, bool speculative, TupleTableSlot *row,
+						   EState *estate);
+extern void PayCloseIndices(ResultRelInfo *result);
 
 #endif							/* PAY_WRITE_INDEXES_H */
