@@ -37,6 +37,7 @@
 #include "commands/trigger.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
@@ -55,41 +56,105 @@ PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping);
 PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping_1_3);
 
 /*
+ * A row of the ledger as the trigger reads it: its values deformed once,
+ * every rule reading them from here instead of walking the tuple for each
+ * column (the ledger's many nullable columns make each walk a long one).
+ */
+typedef struct LedgerValues
+{
+	HeapTuple	tuple;
+	Datum	   *values;
+	bool	   *nulls;
+} LedgerValues;
+
+static void
+DeformRow(Relation rel, HeapTuple tuple, LedgerValues *row)
+{
+	int			natts = RelationGetDescr(rel)->natts;
+
+	row->tuple = tuple;
+	row->values = palloc(natts * sizeof(Datum));
+	row->nulls = palloc(natts * sizeof(bool));
+	heap_deform_tuple(tuple, RelationGetDescr(rel), row->values, row->nulls);
+}
+
+static inline bool
+ValueIsNull(const LedgerValues *row, AttrNumber attnum)
+{
+	return row->nulls[attnum - 1];
+}
+
+static inline Datum
+Value(const LedgerValues *row, AttrNumber attnum, bool *isnull)
+{
+	*isnull = row->nulls[attnum - 1];
+	return row->values[attnum - 1];
+}
+
+/* PayRequiredColumn on a deformed row: a NULL is refused as NOT NULL refuses it. */
+static Datum
+RequiredValue(Relation rel, const LedgerValues *row, AttrNumber attnum)
+{
+	if (ValueIsNull(row, attnum))
+		(void) PayRequiredColumn(row->tuple, rel, attnum);	/* raises */
+	return row->values[attnum - 1];
+}
+
+static PayStatus
+StatusOf(const PayCatalog *catalog, Relation rel, const LedgerValues *row)
+{
+	Datum		label = RequiredValue(rel, row, catalog->ledger_attnums[LEDGER_STATUS]);
+
+	return PayStatusFromLabel(catalog, DatumGetObjectId(label));
+}
+
+/* PayColumnUnchanged on deformed rows: the same bytes, or both NULL. */
+static bool
+ValueUnchanged(Relation rel, const LedgerValues *old, const LedgerValues *new, AttrNumber attnum)
+{
+	Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+
+	return old->nulls[attnum - 1] == new->nulls[attnum - 1] &&
+		(old->nulls[attnum - 1] ||
+		 datum_image_eq(old->values[attnum - 1], new->values[attnum - 1],
+						attr->attbyval, attr->attlen));
+}
+
+/*
  * Refuse an UPDATE that removes the amount or the currency of a payment that
  * has one: what a payment was recorded for is never forgotten.
  */
 static void
-CheckNotCleared(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
+CheckNotCleared(Relation rel, const LedgerValues *old, const LedgerValues *new,
 				AttrNumber attnum)
 {
 	const char *column = NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname);
 
-	if (heap_attisnull(oldtuple, attnum, RelationGetDescr(rel)) ||
-		!heap_attisnull(newtuple, attnum, RelationGetDescr(rel)))
+	if (ValueIsNull(old, attnum) || !ValueIsNull(new, attnum))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_NOT_NULL_VIOLATION),
 			 errmsg("the %s of a payment cannot be removed", column),
 			 errdetail("%s already records its %s; an UPDATE may change it, not set it to NULL.",
-					   PayRowKeyDescription(rel, oldtuple), column),
+					   PayRowKeyDescription(rel, old->tuple), column),
 			 errhint("Give the %s the payment is for.", column),
 			 errtablecol(rel, attnum)));
 }
 
 /* Refuse a change of a column that never changes once written. */
 static void
-CheckUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
+CheckUnchanged(Relation rel, const LedgerValues *old, const LedgerValues *new,
 			   AttrNumber attnum)
 {
 	Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
 
-	if (PayColumnUnchanged(rel, oldtuple, newtuple, attnum))
+	if (ValueUnchanged(rel, old, new, attnum))
 		return;
 	ereport(ERROR,
 			(errmsg("column \"%s\" of table \"pay_ledger\" never changes",
 					NameStr(attr->attname)),
 			 errdetail("%s: \"%s\" is fixed when the payment is recorded.",
-					   PayRowKeyDescription(rel, oldtuple), NameStr(attr->attname)),
+					   PayRowKeyDescription(rel, old->tuple), NameStr(attr->attname)),
 			 errtable(rel),
 			 PayReason(PAY_REASON_IMMUTABLE_COLUMN)));
 }
@@ -100,14 +165,14 @@ CheckUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
  * bound is detoasted and counted.
  */
 static void
-CheckColumnBound(Relation rel, HeapTuple tuple, AttrNumber attnum, int max_chars)
+CheckColumnBound(Relation rel, const LedgerValues *row, AttrNumber attnum, int max_chars)
 {
 	bool		isnull;
 	Datum		value;
 
 	if (attnum == InvalidAttrNumber)
 		return;
-	value = PayLedgerColumn(tuple, rel, attnum, &isnull);
+	value = Value(row, attnum, &isnull);
 	if (isnull || toast_raw_datum_size(value) - VARHDRSZ <= (Size) max_chars)
 		return;
 	PayCheckTextLength(DatumGetTextPP(value),
@@ -117,12 +182,12 @@ CheckColumnBound(Relation rel, HeapTuple tuple, AttrNumber attnum, int max_chars
 
 /*
  * The rules of 1.3 for the values of the row a write leaves, checked for
- * what it changes (oldtuple NULL for an INSERT): currency and amount, the
- * bank's reference of a success, the bounds of the texts.
+ * what it changes (old NULL for an INSERT): currency and amount, the bank's
+ * reference of a success, the bounds of the texts.
  */
 static void
-CheckPaymentValues(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple,
-				   HeapTuple tuple, int from, PayStatus status)
+CheckPaymentValues(const PayCatalog *catalog, Relation rel, const LedgerValues *old,
+				   const LedgerValues *row, int from, PayStatus status)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
 	bool		isnull;
@@ -130,13 +195,13 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple,
 
 #define CHANGED(attnum) \
 	((attnum) != InvalidAttrNumber && \
-	 (oldtuple == NULL || !PayColumnUnchanged(rel, oldtuple, tuple, (attnum))))
+	 (old == NULL || !ValueUnchanged(rel, old, row, (attnum))))
 
-	currency = PayLedgerColumn(tuple, rel, col[LEDGER_CURRENCY], &isnull);
+	currency = Value(row, col[LEDGER_CURRENCY], &isnull);
 	if (!isnull && (CHANGED(col[LEDGER_CURRENCY]) || CHANGED(col[LEDGER_AMOUNT])))
 	{
 		bool		amount_null;
-		Datum		amount = PayLedgerColumn(tuple, rel, col[LEDGER_AMOUNT], &amount_null);
+		Datum		amount = Value(row, col[LEDGER_AMOUNT], &amount_null);
 
 		PayCheckCurrencyKnown(DatumGetTextPP(currency));
 		if (!amount_null)
@@ -145,34 +210,34 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple,
 	/* only for a legal step: an illegal one is the guard's to refuse */
 	if (status == PAY_PROCESSING && PayTransitionVerdict(from, status) == PAY_LEGAL)
 	{
-		AttrNumber	missing = heap_attisnull(tuple, col[LEDGER_AMOUNT], RelationGetDescr(rel)) ?
+		AttrNumber	missing = ValueIsNull(row, col[LEDGER_AMOUNT]) ?
 			col[LEDGER_AMOUNT] : col[LEDGER_CURRENCY];
 
-		if (heap_attisnull(tuple, missing, RelationGetDescr(rel)))
+		if (ValueIsNull(row, missing))
 			ereport(ERROR,
 					(errcode(ERRCODE_NOT_NULL_VIOLATION),
 					 errmsg("a payment is charged only with its amount and currency"),
-					 errdetail("%s has no %s.", PayRowKeyDescription(rel, tuple),
+					 errdetail("%s has no %s.", PayRowKeyDescription(rel, row->tuple),
 							   NameStr(TupleDescAttr(RelationGetDescr(rel), missing - 1)->attname)),
 					 errhint("Pass the amount and currency with the claim: pay_claim(bizno, amount, currency)."),
 					 errtablecol(rel, missing)));
 	}
 	if (status == PAY_SUCCESS && PayTransitionVerdict(from, status) == PAY_LEGAL &&
-		heap_attisnull(tuple, col[LEDGER_CHANNEL_REF], RelationGetDescr(rel)))
+		ValueIsNull(row, col[LEDGER_CHANNEL_REF]))
 		ereport(ERROR,
 				(errmsg("a payment enters SUCCESS only with the bank's reference"),
-				 errdetail("%s has no channel_ref.", PayRowKeyDescription(rel, tuple)),
+				 errdetail("%s has no channel_ref.", PayRowKeyDescription(rel, row->tuple)),
 				 errtable(rel),
 				 PayReason(PAY_REASON_SUCCESS_REFERENCE)));
 	if (CHANGED(col[LEDGER_CHANNEL_REF]))
-		CheckColumnBound(rel, tuple, col[LEDGER_CHANNEL_REF], PAY_CHANNEL_REF_MAX_CHARS);
+		CheckColumnBound(rel, row, col[LEDGER_CHANNEL_REF], PAY_CHANNEL_REF_MAX_CHARS);
 	if (CHANGED(col[LEDGER_LAST_ERROR]))
-		CheckColumnBound(rel, tuple, col[LEDGER_LAST_ERROR], PAY_NOTE_MAX_CHARS);
+		CheckColumnBound(rel, row, col[LEDGER_LAST_ERROR], PAY_NOTE_MAX_CHARS);
 	if (CHANGED(col[LEDGER_NOTE]))
-		CheckColumnBound(rel, tuple, col[LEDGER_NOTE], PAY_NOTE_MAX_CHARS);
+		CheckColumnBound(rel, row, col[LEDGER_NOTE], PAY_NOTE_MAX_CHARS);
 	if (CHANGED(col[LEDGER_RESPONSE]))
 	{
-		Datum		response = PayLedgerColumn(tuple, rel, col[LEDGER_RESPONSE], &isnull);
+		Datum		response = Value(row, col[LEDGER_RESPONSE], &isnull);
 
 		if (!isnull)
 			PayCheckResponseSize(response);
@@ -180,23 +245,21 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple,
 #undef CHANGED
 }
 
-/* The columns the trigger sets in the row written, and their values. */
+/*
+ * The columns the trigger sets: written into the deformed row written, and
+ * what the rules of refunds ask.
+ */
 typedef struct DerivedColumns
 {
-	int			n;
-	int			columns[LEDGER_COLUMNS];
-	Datum		values[LEDGER_COLUMNS];
-	bool		nulls[LEDGER_COLUMNS];
 	bool		check_refund;	/* hold the row to the rules of refunds */
 	bool		entering_processing;
 } DerivedColumns;
 
 static void
-Derive(DerivedColumns *derived, AttrNumber column, Datum value, bool isnull)
+Derive(LedgerValues *row, AttrNumber column, Datum value, bool isnull)
 {
-	derived->columns[derived->n] = column;
-	derived->values[derived->n] = value;
-	derived->nulls[derived->n++] = isnull;
+	row->values[column - 1] = value;
+	row->nulls[column - 1] = isnull;
 }
 
 /*
@@ -220,12 +283,12 @@ RefuseArchived(const PayCatalog *catalog, text *bizno)
  * false when a restore inserts it: its history comes as it was.
  */
 static bool
-DeriveOnInsert(const PayCatalog *catalog, Relation rel, HeapTuple tuple, Datum now,
+DeriveOnInsert(const PayCatalog *catalog, Relation rel, LedgerValues *row, Datum now,
 			   bool values_1_3, DerivedColumns *derived)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
-	PayStatus	status = PayLedgerStatus(catalog, rel, tuple);
-	text	   *bizno = DatumGetTextPP(PayRequiredColumn(tuple, rel, col[LEDGER_BIZNO]));
+	PayStatus	status = StatusOf(catalog, rel, row);
+	text	   *bizno = DatumGetTextPP(RequiredValue(rel, row, col[LEDGER_BIZNO]));
 	BiznoParts	parts;
 	bool		generated = BiznoCheckKey(bizno, &parts);
 	bool		is_refund;
@@ -233,24 +296,23 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, HeapTuple tuple, Datum n
 	if (PayRestoring())
 		return false;
 
-	is_refund = col[LEDGER_PARENT] != InvalidAttrNumber &&
-		!heap_attisnull(tuple, col[LEDGER_PARENT], RelationGetDescr(rel));
+	is_refund = col[LEDGER_PARENT] != InvalidAttrNumber && !ValueIsNull(row, col[LEDGER_PARENT]);
 	RefuseArchived(catalog, bizno);
 	generated = generated && !is_refund;
 	derived->check_refund = is_refund;
 	derived->entering_processing = status == PAY_PROCESSING;
 
-	Derive(derived, col[LEDGER_PREFIX], generated ?
+	if (values_1_3)
+		CheckPaymentValues(catalog, rel, NULL, row, PAY_NEW_ROW, status);
+	Derive(row, col[LEDGER_PREFIX], generated ?
 		   PointerGetDatum(cstring_to_text_with_len(parts.prefix, parts.prefix_len)) : 0,
 		   !generated);
-	Derive(derived, col[LEDGER_BIZ_ID], generated ?
+	Derive(row, col[LEDGER_BIZ_ID], generated ?
 		   PointerGetDatum(cstring_to_text_with_len(parts.biz_id, parts.biz_id_len)) : 0,
 		   !generated);
-	Derive(derived, col[LEDGER_ATTEMPT], Int32GetDatum(status == PAY_PROCESSING ? 1 : 0), false);
-	Derive(derived, col[LEDGER_PROCESSING_SINCE], now, status != PAY_PROCESSING);
-	Derive(derived, col[LEDGER_CREATED_AT], now, false);
-	if (values_1_3)
-		CheckPaymentValues(catalog, rel, NULL, tuple, PAY_NEW_ROW, status);
+	Derive(row, col[LEDGER_ATTEMPT], Int32GetDatum(status == PAY_PROCESSING ? 1 : 0), false);
+	Derive(row, col[LEDGER_PROCESSING_SINCE], now, status != PAY_PROCESSING);
+	Derive(row, col[LEDGER_CREATED_AT], now, false);
 	return true;
 }
 
@@ -260,13 +322,11 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, HeapTuple tuple, Datum n
  * otherwise; a note not set by this write is cleared.
  */
 static void
-DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, Datum now, bool values_1_3,
-			   DerivedColumns *derived)
+DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const LedgerValues *old,
+			   LedgerValues *row, Datum now, bool values_1_3, DerivedColumns *derived)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
 	Relation	rel = trigdata->tg_relation;
-	HeapTuple	oldtuple = trigdata->tg_trigtuple;
-	HeapTuple	tuple = trigdata->tg_newtuple;
 	bool		is_refund = false;
 	bool		isnull;
 	bool		since_null;
@@ -275,55 +335,55 @@ DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, Datum now, bool
 	PayStatus	from;
 	PayStatus	status;
 
-	CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_BIZNO]);
-	CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_PREFIX]);
-	CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_BIZ_ID]);
-	CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_CREATED_AT]);
+	CheckUnchanged(rel, old, row, col[LEDGER_BIZNO]);
+	CheckUnchanged(rel, old, row, col[LEDGER_PREFIX]);
+	CheckUnchanged(rel, old, row, col[LEDGER_BIZ_ID]);
+	CheckUnchanged(rel, old, row, col[LEDGER_CREATED_AT]);
 	if (col[LEDGER_PARENT] != InvalidAttrNumber)
 	{
-		CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_PARENT]);
-		CheckUnchanged(rel, oldtuple, tuple, col[LEDGER_REFUND_KEY]);
-		is_refund = !heap_attisnull(tuple, col[LEDGER_PARENT], RelationGetDescr(rel));
+		CheckUnchanged(rel, old, row, col[LEDGER_PARENT]);
+		CheckUnchanged(rel, old, row, col[LEDGER_REFUND_KEY]);
+		is_refund = !ValueIsNull(row, col[LEDGER_PARENT]);
 	}
 
-	CheckNotCleared(rel, oldtuple, tuple, col[LEDGER_AMOUNT]);
-	CheckNotCleared(rel, oldtuple, tuple, col[LEDGER_CURRENCY]);
-	(void) PayRequiredColumn(tuple, rel, col[LEDGER_ATTEMPT]);
+	CheckNotCleared(rel, old, row, col[LEDGER_AMOUNT]);
+	CheckNotCleared(rel, old, row, col[LEDGER_CURRENCY]);
+	(void) RequiredValue(rel, row, col[LEDGER_ATTEMPT]);
 
-	from = PayLedgerStatus(catalog, rel, oldtuple);
-	status = PayLedgerStatus(catalog, rel, tuple);
+	from = StatusOf(catalog, rel, old);
+	status = StatusOf(catalog, rel, row);
 	if (values_1_3)
-		CheckPaymentValues(catalog, rel, oldtuple, tuple, from, status);
+		CheckPaymentValues(catalog, rel, old, row, from, status);
 	if (from == PAY_SUCCESS && col[LEDGER_RESPONSE] != InvalidAttrNumber &&
-		!PayColumnUnchanged(rel, oldtuple, tuple, col[LEDGER_RESPONSE]))
+		!ValueUnchanged(rel, old, row, col[LEDGER_RESPONSE]))
 		ereport(ERROR,
 				(errmsg("the response of a successful payment never changes"),
 				 errdetail("%s is SUCCESS: its first response is the one every retry replays.",
-						   PayRowKeyDescription(rel, oldtuple)),
+						   PayRowKeyDescription(rel, old->tuple)),
 				 errtable(rel),
 				 PayReason(PAY_REASON_FROZEN_ANSWER)));
 
 	derived->entering_processing = from != PAY_PROCESSING && status == PAY_PROCESSING;
 	derived->check_refund = is_refund &&
 		(derived->entering_processing ||
-		 !PayColumnUnchanged(rel, oldtuple, tuple, col[LEDGER_AMOUNT]) ||
-		 !PayColumnUnchanged(rel, oldtuple, tuple, col[LEDGER_CURRENCY]));
-	attempt = PayLedgerColumn(oldtuple, rel, col[LEDGER_ATTEMPT], &isnull);
-	since = PayLedgerColumn(oldtuple, rel, col[LEDGER_PROCESSING_SINCE], &since_null);
+		 !ValueUnchanged(rel, old, row, col[LEDGER_AMOUNT]) ||
+		 !ValueUnchanged(rel, old, row, col[LEDGER_CURRENCY]));
+	attempt = Value(old, col[LEDGER_ATTEMPT], &isnull);
+	since = Value(old, col[LEDGER_PROCESSING_SINCE], &since_null);
 	if (derived->entering_processing)
 	{
 		attempt = Int32GetDatum(DatumGetInt32(attempt) + 1);
 		since = now;
 		since_null = false;
 	}
-	Derive(derived, col[LEDGER_ATTEMPT], attempt, false);
-	Derive(derived, col[LEDGER_PROCESSING_SINCE], since, since_null);
+	Derive(row, col[LEDGER_ATTEMPT], attempt, false);
+	Derive(row, col[LEDGER_PROCESSING_SINCE], since, since_null);
 
 	/* a note belongs to the write that sets it */
 	if (col[LEDGER_NOTE] != InvalidAttrNumber &&
 		!bms_is_member(col[LEDGER_NOTE] - FirstLowInvalidHeapAttributeNumber,
 					   trigdata->tg_updatedcols))
-		Derive(derived, col[LEDGER_NOTE], (Datum) 0, true);
+		Derive(row, col[LEDGER_NOTE], (Datum) 0, true);
 }
 
 /*
@@ -340,23 +400,30 @@ Bookkeeping(FunctionCallInfo fcinfo, bool values_1_3)
 	Relation	rel = trigdata->tg_relation;
 	Datum		now = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	DerivedColumns derived = {0};
+	LedgerValues row;
 	HeapTuple	tuple;
 
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
-		tuple = trigdata->tg_trigtuple;
-		if (!DeriveOnInsert(catalog, rel, tuple, now, values_1_3, &derived))
-			return PointerGetDatum(tuple);	/* its history, as it was */
+		DeformRow(rel, trigdata->tg_trigtuple, &row);
+		if (!DeriveOnInsert(catalog, rel, &row, now, values_1_3, &derived))
+			return PointerGetDatum(trigdata->tg_trigtuple); /* its history, as it was */
 	}
 	else
 	{
-		tuple = trigdata->tg_newtuple;
-		DeriveOnUpdate(catalog, trigdata, now, values_1_3, &derived);
-	}
-	Derive(&derived, catalog->ledger_attnums[LEDGER_UPDATED_AT], now, false);
+		LedgerValues old;
 
-	tuple = heap_modify_tuple_by_cols(tuple, RelationGetDescr(rel), derived.n, derived.columns,
-									  derived.values, derived.nulls);
+		DeformRow(rel, trigdata->tg_trigtuple, &old);
+		DeformRow(rel, trigdata->tg_newtuple, &row);
+		DeriveOnUpdate(catalog, trigdata, &old, &row, now, values_1_3, &derived);
+	}
+	Derive(&row, catalog->ledger_attnums[LEDGER_UPDATED_AT], now, false);
+
+	/* the row with what was derived, as heap_modify_tuple forms it */
+	tuple = heap_form_tuple(RelationGetDescr(rel), row.values, row.nulls);
+	tuple->t_data->t_ctid = row.tuple->t_data->t_ctid;
+	tuple->t_self = row.tuple->t_self;
+	tuple->t_tableOid = row.tuple->t_tableOid;
 	if (derived.check_refund)
 		PayCheckRefund(catalog, rel, tuple, derived.entering_processing);
 	return PointerGetDatum(tuple);
