@@ -165,9 +165,8 @@ RowSatisfiesPredicate(const KeptIndexInfo *entry, TupleTableSlot *row, EState *e
 
 /*
  * What ExecOpenIndices does for result's relation, for the indexes row
- * gets an entry in (every index when row is NULL): open and lock each, with
- * its IndexInfo -- the kept one's copy, in the caller's memory, holding
- * nothing of an earlier write.
+ * gets an entry in: open and lock each, with its IndexInfo -- the kept
+ * one's copy, in the caller's memory, holding nothing of an earlier write.
  */
 void
 PayOpenIndices(ResultRelInfo *result, bool speculative, TupleTableSlot *row, EState *estate)
@@ -198,8 +197,7 @@ PayOpenIndices(ResultRelInfo *result, bool speculative, TupleTableSlot *row, ESt
 			index = index_open(lfirst_oid(lc), RowExclusiveLock);
 			entry = KeptInfo(table, index, speculative);
 		}
-		if (row != NULL && entry->predicate != NULL &&
-			!RowSatisfiesPredicate(entry, row, estate))
+		if (entry->predicate != NULL && !RowSatisfiesPredicate(entry, row, estate))
 		{
 			if (index != NULL)
 				index_close(index, NoLock);
