@@ -246,8 +246,8 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, const LedgerValues *
 }
 
 /*
- * The columns the trigger sets: written into the deformed row written, and
- * what the rules of refunds ask.
+ * What the derived columns decide beyond their values, which Derive writes
+ * into the deformed row: whether the row is held to the rules of refunds.
  */
 typedef struct DerivedColumns
 {
