@@ -37,7 +37,6 @@
 #include "commands/trigger.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/datum.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
@@ -56,81 +55,16 @@ PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping);
 PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping_1_3);
 
 /*
- * A row of the ledger as the trigger reads it: its values deformed once,
- * every rule reading them from here instead of walking the tuple for each
- * column (the ledger's many nullable columns make each walk a long one).
- */
-typedef struct LedgerValues
-{
-	HeapTuple	tuple;
-	Datum	   *values;
-	bool	   *nulls;
-} LedgerValues;
-
-static void
-DeformRow(Relation rel, HeapTuple tuple, LedgerValues *row)
-{
-	int			natts = RelationGetDescr(rel)->natts;
-
-	row->tuple = tuple;
-	row->values = palloc(natts * sizeof(Datum));
-	row->nulls = palloc(natts * sizeof(bool));
-	heap_deform_tuple(tuple, RelationGetDescr(rel), row->values, row->nulls);
-}
-
-static inline bool
-ValueIsNull(const LedgerValues *row, AttrNumber attnum)
-{
-	return row->nulls[attnum - 1];
-}
-
-static inline Datum
-Value(const LedgerValues *row, AttrNumber attnum, bool *isnull)
-{
-	*isnull = row->nulls[attnum - 1];
-	return row->values[attnum - 1];
-}
-
-/* PayRequiredColumn on a deformed row: a NULL is refused as NOT NULL refuses it. */
-static Datum
-RequiredValue(Relation rel, const LedgerValues *row, AttrNumber attnum)
-{
-	if (ValueIsNull(row, attnum))
-		(void) PayRequiredColumn(row->tuple, rel, attnum);	/* raises */
-	return row->values[attnum - 1];
-}
-
-static PayStatus
-StatusOf(const PayCatalog *catalog, Relation rel, const LedgerValues *row)
-{
-	Datum		label = RequiredValue(rel, row, catalog->ledger_attnums[LEDGER_STATUS]);
-
-	return PayStatusFromLabel(catalog, DatumGetObjectId(label));
-}
-
-/* PayColumnUnchanged on deformed rows: the same bytes, or both NULL. */
-static bool
-ValueUnchanged(Relation rel, const LedgerValues *old, const LedgerValues *new, AttrNumber attnum)
-{
-	Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
-
-	return old->nulls[attnum - 1] == new->nulls[attnum - 1] &&
-		(old->nulls[attnum - 1] ||
-		 datum_image_eq(old->values[attnum - 1], new->values[attnum - 1],
-						attr->attbyval, attr->attlen));
-}
-
-/*
  * Refuse an UPDATE that removes the amount or the currency of a payment that
  * has one: what a payment was recorded for is never forgotten.
  */
 static void
-CheckNotCleared(Relation rel, const LedgerValues *old, const LedgerValues *new,
+CheckNotCleared(Relation rel, const PayLedgerValues *old, const PayLedgerValues *new,
 				AttrNumber attnum)
 {
 	const char *column = NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname);
 
-	if (ValueIsNull(old, attnum) || !ValueIsNull(new, attnum))
+	if (PayLedgerValueIsNull(old, attnum) || !PayLedgerValueIsNull(new, attnum))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_NOT_NULL_VIOLATION),
@@ -143,12 +77,12 @@ CheckNotCleared(Relation rel, const LedgerValues *old, const LedgerValues *new,
 
 /* Refuse a change of a column that never changes once written. */
 static void
-CheckUnchanged(Relation rel, const LedgerValues *old, const LedgerValues *new,
+CheckUnchanged(Relation rel, const PayLedgerValues *old, const PayLedgerValues *new,
 			   AttrNumber attnum)
 {
 	Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
 
-	if (ValueUnchanged(rel, old, new, attnum))
+	if (PayLedgerValueUnchanged(rel, old, new, attnum))
 		return;
 	ereport(ERROR,
 			(errmsg("column \"%s\" of table \"pay_ledger\" never changes",
@@ -165,14 +99,14 @@ CheckUnchanged(Relation rel, const LedgerValues *old, const LedgerValues *new,
  * bound is detoasted and counted.
  */
 static void
-CheckColumnBound(Relation rel, const LedgerValues *row, AttrNumber attnum, int max_chars)
+CheckColumnBound(Relation rel, const PayLedgerValues *row, AttrNumber attnum, int max_chars)
 {
 	bool		isnull;
 	Datum		value;
 
 	if (attnum == InvalidAttrNumber)
 		return;
-	value = Value(row, attnum, &isnull);
+	value = PayLedgerValue(row, attnum, &isnull);
 	if (isnull || toast_raw_datum_size(value) - VARHDRSZ <= (Size) max_chars)
 		return;
 	PayCheckTextLength(DatumGetTextPP(value),
@@ -186,8 +120,8 @@ CheckColumnBound(Relation rel, const LedgerValues *row, AttrNumber attnum, int m
  * reference of a success, the bounds of the texts.
  */
 static void
-CheckPaymentValues(const PayCatalog *catalog, Relation rel, const LedgerValues *old,
-				   const LedgerValues *row, int from, PayStatus status)
+CheckPaymentValues(const PayCatalog *catalog, Relation rel, const PayLedgerValues *old,
+				   const PayLedgerValues *row, int from, PayStatus status)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
 	bool		isnull;
@@ -195,13 +129,13 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, const LedgerValues *
 
 #define CHANGED(attnum) \
 	((attnum) != InvalidAttrNumber && \
-	 (old == NULL || !ValueUnchanged(rel, old, row, (attnum))))
+	 (old == NULL || !PayLedgerValueUnchanged(rel, old, row, (attnum))))
 
-	currency = Value(row, col[LEDGER_CURRENCY], &isnull);
+	currency = PayLedgerValue(row, col[LEDGER_CURRENCY], &isnull);
 	if (!isnull && (CHANGED(col[LEDGER_CURRENCY]) || CHANGED(col[LEDGER_AMOUNT])))
 	{
 		bool		amount_null;
-		Datum		amount = Value(row, col[LEDGER_AMOUNT], &amount_null);
+		Datum		amount = PayLedgerValue(row, col[LEDGER_AMOUNT], &amount_null);
 
 		PayCheckCurrencyKnown(DatumGetTextPP(currency));
 		if (!amount_null)
@@ -210,10 +144,10 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, const LedgerValues *
 	/* only for a legal step: an illegal one is the guard's to refuse */
 	if (status == PAY_PROCESSING && PayTransitionVerdict(from, status) == PAY_LEGAL)
 	{
-		AttrNumber	missing = ValueIsNull(row, col[LEDGER_AMOUNT]) ?
+		AttrNumber	missing = PayLedgerValueIsNull(row, col[LEDGER_AMOUNT]) ?
 			col[LEDGER_AMOUNT] : col[LEDGER_CURRENCY];
 
-		if (ValueIsNull(row, missing))
+		if (PayLedgerValueIsNull(row, missing))
 			ereport(ERROR,
 					(errcode(ERRCODE_NOT_NULL_VIOLATION),
 					 errmsg("a payment is charged only with its amount and currency"),
@@ -223,7 +157,7 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, const LedgerValues *
 					 errtablecol(rel, missing)));
 	}
 	if (status == PAY_SUCCESS && PayTransitionVerdict(from, status) == PAY_LEGAL &&
-		ValueIsNull(row, col[LEDGER_CHANNEL_REF]))
+		PayLedgerValueIsNull(row, col[LEDGER_CHANNEL_REF]))
 		ereport(ERROR,
 				(errmsg("a payment enters SUCCESS only with the bank's reference"),
 				 errdetail("%s has no channel_ref.", PayRowKeyDescription(rel, row->tuple)),
@@ -237,7 +171,7 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, const LedgerValues *
 		CheckColumnBound(rel, row, col[LEDGER_NOTE], PAY_NOTE_MAX_CHARS);
 	if (CHANGED(col[LEDGER_RESPONSE]))
 	{
-		Datum		response = Value(row, col[LEDGER_RESPONSE], &isnull);
+		Datum		response = PayLedgerValue(row, col[LEDGER_RESPONSE], &isnull);
 
 		if (!isnull)
 			PayCheckResponseSize(response);
@@ -256,7 +190,7 @@ typedef struct DerivedColumns
 } DerivedColumns;
 
 static void
-Derive(LedgerValues *row, AttrNumber column, Datum value, bool isnull)
+Derive(PayLedgerValues *row, AttrNumber column, Datum value, bool isnull)
 {
 	row->values[column - 1] = value;
 	row->nulls[column - 1] = isnull;
@@ -283,12 +217,12 @@ RefuseArchived(const PayCatalog *catalog, text *bizno)
  * false when a restore inserts it: its history comes as it was.
  */
 static bool
-DeriveOnInsert(const PayCatalog *catalog, Relation rel, LedgerValues *row, Datum now,
+DeriveOnInsert(const PayCatalog *catalog, Relation rel, PayLedgerValues *row, Datum now,
 			   bool values_1_3, DerivedColumns *derived)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
-	PayStatus	status = StatusOf(catalog, rel, row);
-	text	   *bizno = DatumGetTextPP(RequiredValue(rel, row, col[LEDGER_BIZNO]));
+	PayStatus	status = PayLedgerStatus(catalog, rel, row);
+	text	   *bizno = DatumGetTextPP(PayRequiredValue(rel, row, col[LEDGER_BIZNO]));
 	BiznoParts	parts;
 	bool		generated = BiznoCheckKey(bizno, &parts);
 	bool		is_refund;
@@ -296,7 +230,8 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, LedgerValues *row, Datum
 	if (PayRestoring())
 		return false;
 
-	is_refund = col[LEDGER_PARENT] != InvalidAttrNumber && !ValueIsNull(row, col[LEDGER_PARENT]);
+	is_refund = col[LEDGER_PARENT] != InvalidAttrNumber &&
+		!PayLedgerValueIsNull(row, col[LEDGER_PARENT]);
 	RefuseArchived(catalog, bizno);
 	generated = generated && !is_refund;
 	derived->check_refund = is_refund;
@@ -322,8 +257,8 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, LedgerValues *row, Datum
  * otherwise; a note not set by this write is cleared.
  */
 static void
-DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const LedgerValues *old,
-			   LedgerValues *row, Datum now, bool values_1_3, DerivedColumns *derived)
+DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const PayLedgerValues *old,
+			   PayLedgerValues *row, Datum now, bool values_1_3, DerivedColumns *derived)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
 	Relation	rel = trigdata->tg_relation;
@@ -343,19 +278,19 @@ DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const LedgerVal
 	{
 		CheckUnchanged(rel, old, row, col[LEDGER_PARENT]);
 		CheckUnchanged(rel, old, row, col[LEDGER_REFUND_KEY]);
-		is_refund = !ValueIsNull(row, col[LEDGER_PARENT]);
+		is_refund = !PayLedgerValueIsNull(row, col[LEDGER_PARENT]);
 	}
 
 	CheckNotCleared(rel, old, row, col[LEDGER_AMOUNT]);
 	CheckNotCleared(rel, old, row, col[LEDGER_CURRENCY]);
-	(void) RequiredValue(rel, row, col[LEDGER_ATTEMPT]);
+	(void) PayRequiredValue(rel, row, col[LEDGER_ATTEMPT]);
 
-	from = StatusOf(catalog, rel, old);
-	status = StatusOf(catalog, rel, row);
+	from = PayLedgerStatus(catalog, rel, old);
+	status = PayLedgerStatus(catalog, rel, row);
 	if (values_1_3)
 		CheckPaymentValues(catalog, rel, old, row, from, status);
 	if (from == PAY_SUCCESS && col[LEDGER_RESPONSE] != InvalidAttrNumber &&
-		!ValueUnchanged(rel, old, row, col[LEDGER_RESPONSE]))
+		!PayLedgerValueUnchanged(rel, old, row, col[LEDGER_RESPONSE]))
 		ereport(ERROR,
 				(errmsg("the response of a successful payment never changes"),
 				 errdetail("%s is SUCCESS: its first response is the one every retry replays.",
@@ -366,10 +301,10 @@ DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const LedgerVal
 	derived->entering_processing = from != PAY_PROCESSING && status == PAY_PROCESSING;
 	derived->check_refund = is_refund &&
 		(derived->entering_processing ||
-		 !ValueUnchanged(rel, old, row, col[LEDGER_AMOUNT]) ||
-		 !ValueUnchanged(rel, old, row, col[LEDGER_CURRENCY]));
-	attempt = Value(old, col[LEDGER_ATTEMPT], &isnull);
-	since = Value(old, col[LEDGER_PROCESSING_SINCE], &since_null);
+		 !PayLedgerValueUnchanged(rel, old, row, col[LEDGER_AMOUNT]) ||
+		 !PayLedgerValueUnchanged(rel, old, row, col[LEDGER_CURRENCY]));
+	attempt = PayLedgerValue(old, col[LEDGER_ATTEMPT], &isnull);
+	since = PayLedgerValue(old, col[LEDGER_PROCESSING_SINCE], &since_null);
 	if (derived->entering_processing)
 	{
 		attempt = Int32GetDatum(DatumGetInt32(attempt) + 1);
@@ -400,21 +335,21 @@ Bookkeeping(FunctionCallInfo fcinfo, bool values_1_3)
 	Relation	rel = trigdata->tg_relation;
 	Datum		now = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	DerivedColumns derived = {0};
-	LedgerValues row;
+	PayLedgerValues row;
 	HeapTuple	tuple;
 
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
-		DeformRow(rel, trigdata->tg_trigtuple, &row);
+		PayDeformLedgerRow(rel, trigdata->tg_trigtuple, &row);
 		if (!DeriveOnInsert(catalog, rel, &row, now, values_1_3, &derived))
 			return PointerGetDatum(trigdata->tg_trigtuple); /* its history, as it was */
 	}
 	else
 	{
-		LedgerValues old;
+		PayLedgerValues old;
 
-		DeformRow(rel, trigdata->tg_trigtuple, &old);
-		DeformRow(rel, trigdata->tg_newtuple, &row);
+		PayDeformLedgerRow(rel, trigdata->tg_trigtuple, &old);
+		PayDeformLedgerRow(rel, trigdata->tg_newtuple, &row);
 		DeriveOnUpdate(catalog, trigdata, &old, &row, now, values_1_3, &derived);
 	}
 	Derive(&row, catalog->ledger_attnums[LEDGER_UPDATED_AT], now, false);

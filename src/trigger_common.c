@@ -211,6 +211,14 @@ PayRowKeyDescription(Relation rel, HeapTuple tuple)
 	return description;
 }
 
+/* Whether two values of a column of attr are the same bytes, or both NULL. */
+static bool
+ValuesIdentical(Form_pg_attribute attr, Datum a, bool a_null, Datum b, bool b_null)
+{
+	return a_null == b_null &&
+		(a_null || datum_image_eq(a, b, attr->attbyval, attr->attlen));
+}
+
 /*
  * Whether column attnum holds the same value, byte for byte, in both
  * versions of a row.
@@ -220,14 +228,13 @@ PayColumnUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 				   AttrNumber attnum)
 {
 	TupleDesc	tupdesc = RelationGetDescr(rel);
-	Form_pg_attribute attr = TupleDescAttr(tupdesc, attnum - 1);
 	bool		oldnull,
 				newnull;
 	Datum		oldvalue = heap_getattr(oldtuple, attnum, tupdesc, &oldnull);
 	Datum		newvalue = heap_getattr(newtuple, attnum, tupdesc, &newnull);
 
-	return oldnull == newnull &&
-		(oldnull || datum_image_eq(oldvalue, newvalue, attr->attbyval, attr->attlen));
+	return ValuesIdentical(TupleDescAttr(tupdesc, attnum - 1), oldvalue, oldnull,
+						   newvalue, newnull);
 }
 
 /*
@@ -252,10 +259,20 @@ PayCheckLedgerTrigger(FunctionCallInfo fcinfo, const char *function, TriggerEven
 	return catalog;
 }
 
-Datum
-PayLedgerColumn(HeapTuple tuple, Relation rel, AttrNumber attnum, bool *isnull)
+/*
+ * Deform a ledger row once for the rules that read it: the ledger has many
+ * nullable columns, and heap_getattr walks them from the start for each
+ * column read past a NULL.
+ */
+void
+PayDeformLedgerRow(Relation rel, HeapTuple tuple, PayLedgerValues *row)
 {
-	return heap_getattr(tuple, attnum, RelationGetDescr(rel), isnull);
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+
+	row->tuple = tuple;
+	row->values = palloc(tupdesc->natts * sizeof(Datum));
+	row->nulls = palloc(tupdesc->natts * sizeof(bool));
+	heap_deform_tuple(tuple, tupdesc, row->values, row->nulls);
 }
 
 /*
@@ -264,26 +281,32 @@ PayLedgerColumn(HeapTuple tuple, Relation rel, AttrNumber attnum, bool *isnull)
  * executor would refuse it.
  */
 Datum
-PayRequiredColumn(HeapTuple tuple, Relation rel, AttrNumber attnum)
+PayRequiredValue(Relation rel, const PayLedgerValues *row, AttrNumber attnum)
 {
-	bool		isnull;
-	Datum		value = PayLedgerColumn(tuple, rel, attnum, &isnull);
-
-	if (isnull)
+	if (row->nulls[attnum - 1])
 		ereport(ERROR,
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),
 				 errmsg("null value in column \"%s\" of relation \"%s\" violates not-null constraint",
 						NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname),
 						RelationGetRelationName(rel)),
 				 errtablecol(rel, attnum)));
-	return value;
+	return row->values[attnum - 1];
 }
 
 PayStatus
-PayLedgerStatus(const PayCatalog *catalog, Relation rel, HeapTuple tuple)
+PayLedgerStatus(const PayCatalog *catalog, Relation rel, const PayLedgerValues *row)
 {
-	Datum		label = PayRequiredColumn(tuple, rel, catalog->ledger_attnums[LEDGER_STATUS]);
+	Datum		label = PayRequiredValue(rel, row, catalog->ledger_attnums[LEDGER_STATUS]);
 
 	return PayStatusFromLabel(catalog, DatumGetObjectId(label));
 }
 
+/* PayColumnUnchanged on two deformed versions of a ledger row. */
+bool
+PayLedgerValueUnchanged(Relation rel, const PayLedgerValues *old, const PayLedgerValues *new,
+						AttrNumber attnum)
+{
+	return ValuesIdentical(TupleDescAttr(RelationGetDescr(rel), attnum - 1),
+						   old->values[attnum - 1], old->nulls[attnum - 1],
+						   new->values[attnum - 1], new->nulls[attnum - 1]);
+}

@@ -46,11 +46,39 @@ extern char *PayRowKeyDescription(Relation rel, HeapTuple tuple);
 extern bool PayColumnUnchanged(Relation rel, HeapTuple oldtuple, HeapTuple newtuple,
 							   AttrNumber attnum);
 
-/* The ledger's own triggers */
+/*
+ * The ledger's own triggers, which read a row of the ledger deformed once
+ * (PayDeformLedgerRow): its values and nulls indexed by attribute number
+ * less one.
+ */
+typedef struct PayLedgerValues
+{
+	HeapTuple	tuple;			/* the row deformed, for error details */
+	Datum	   *values;
+	bool	   *nulls;
+} PayLedgerValues;
+
 extern const PayCatalog *PayCheckLedgerTrigger(FunctionCallInfo fcinfo, const char *function,
 											   TriggerEvent timing, int events);
-extern Datum PayLedgerColumn(HeapTuple tuple, Relation rel, AttrNumber attnum, bool *isnull);
-extern Datum PayRequiredColumn(HeapTuple tuple, Relation rel, AttrNumber attnum);
-extern PayStatus PayLedgerStatus(const PayCatalog *catalog, Relation rel, HeapTuple tuple);
+extern void PayDeformLedgerRow(Relation rel, HeapTuple tuple, PayLedgerValues *row);
+extern Datum PayRequiredValue(Relation rel, const PayLedgerValues *row, AttrNumber attnum);
+extern PayStatus PayLedgerStatus(const PayCatalog *catalog, Relation rel,
+								 const PayLedgerValues *row);
+extern bool PayLedgerValueUnchanged(Relation rel, const PayLedgerValues *old,
+									const PayLedgerValues *new, AttrNumber attnum);
+
+/* The value of column attnum of a deformed ledger row; *isnull says whether NULL. */
+static inline Datum
+PayLedgerValue(const PayLedgerValues *row, AttrNumber attnum, bool *isnull)
+{
+	*isnull = row->nulls[attnum - 1];
+	return row->values[attnum - 1];
+}
+
+static inline bool
+PayLedgerValueIsNull(const PayLedgerValues *row, AttrNumber attnum)
+{
+	return row->nulls[attnum - 1];
+}
 
 #endif							/* PAY_TRIGGER_COMMON_H */

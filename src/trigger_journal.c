@@ -77,13 +77,14 @@ ActorName(void)
  * status, amount or currency.
  */
 static bool
-JournaledChange(const PayCatalog *catalog, Relation rel, HeapTuple oldtuple, HeapTuple newtuple)
+JournaledChange(const PayCatalog *catalog, Relation rel, const PayLedgerValues *old,
+				const PayLedgerValues *new)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
 
-	return !PayColumnUnchanged(rel, oldtuple, newtuple, col[LEDGER_STATUS]) ||
-		!PayColumnUnchanged(rel, oldtuple, newtuple, col[LEDGER_AMOUNT]) ||
-		!PayColumnUnchanged(rel, oldtuple, newtuple, col[LEDGER_CURRENCY]);
+	return !PayLedgerValueUnchanged(rel, old, new, col[LEDGER_STATUS]) ||
+		!PayLedgerValueUnchanged(rel, old, new, col[LEDGER_AMOUNT]) ||
+		!PayLedgerValueUnchanged(rel, old, new, col[LEDGER_CURRENCY]);
 }
 
 /*
@@ -117,7 +118,8 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel = trigdata->tg_relation;
 	bool		is_update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
-	HeapTuple	tuple = is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	PayLedgerValues row;
+	PayLedgerValues old;
 	Relation	journal;
 	const AttrNumber *col;
 	Datum		values[JOURNAL_COLUMNS];
@@ -127,47 +129,51 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	bool		isnull;
 	Datum		bizno;
 
+	if (!is_update && !TRIGGER_FIRED_BY_DELETE(trigdata->tg_event) && PayRestoring())
+		return PointerGetDatum(NULL);	/* the journal arrives with the data */
+	PayDeformLedgerRow(rel, is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple, &row);
 	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
 	{
 		col = catalog->ledger_attnums;
-		isnull = true;
-		if (col[LEDGER_PARENT] != InvalidAttrNumber)
-			(void) PayLedgerColumn(tuple, rel, col[LEDGER_PARENT], &isnull);
-		bizno = PayRequiredColumn(tuple, rel, col[LEDGER_BIZNO]);
+		isnull = col[LEDGER_PARENT] == InvalidAttrNumber ||
+			PayLedgerValueIsNull(&row, col[LEDGER_PARENT]);
+		bizno = PayRequiredValue(rel, &row, col[LEDGER_BIZNO]);
 		/* pay_archive records the deletions of the rows it moves, all at once */
 		if (!PayArchiveWasMoved(PAY_MOVED_LEDGER_ROW, PayArchiveKeyHash(bizno)))
-			PayLedgerRecordDeletion(catalog, rel, bizno, PayLedgerStatus(catalog, rel, tuple),
+			PayLedgerRecordDeletion(catalog, rel, bizno, PayLedgerStatus(catalog, rel, &row),
 									!isnull);
 		return PointerGetDatum(NULL);
 	}
-	if (!is_update && PayRestoring())
-		return PointerGetDatum(NULL);	/* the journal arrives with the data */
-	if (!is_update)
+	if (is_update)
+	{
+		PayDeformLedgerRow(rel, trigdata->tg_trigtuple, &old);
+		if (!JournaledChange(catalog, rel, &old, &row))
+			return PointerGetDatum(NULL);
+	}
+	else
 		PayArchiveRefuseArchivedMeanwhile(catalog,
-										  PayRequiredColumn(tuple, rel,
-															catalog->ledger_attnums[LEDGER_BIZNO]));
-	if (is_update && !JournaledChange(catalog, rel, trigdata->tg_trigtuple, tuple))
-		return PointerGetDatum(NULL);
+										  PayRequiredValue(rel, &row,
+														   catalog->ledger_attnums[LEDGER_BIZNO]));
 
 	/* lock the journal, then read its columns: an ALTER is seen */
 	journal = table_open(catalog->journal, RowExclusiveLock);
 	catalog = PayCatalogGetTables(fcinfo);
 	col = catalog->ledger_attnums;
 
-	to = PayLedgerStatus(catalog, rel, tuple);
+	to = PayLedgerStatus(catalog, rel, &row);
 	if (is_update)
-		from = PayLedgerStatus(catalog, rel, trigdata->tg_trigtuple);
+		from = PayLedgerStatus(catalog, rel, &old);
 
 	memset(nulls, false, sizeof(nulls));
 	values[JOURNAL_SEQ] = Int64GetDatum(nextval_internal(catalog->journal_sequence,
 														 false));
-	values[JOURNAL_BIZNO] = PayLedgerColumn(tuple, rel, col[LEDGER_BIZNO], &isnull);
-	values[JOURNAL_ATTEMPT] = PayLedgerColumn(tuple, rel, col[LEDGER_ATTEMPT], &isnull);
+	values[JOURNAL_BIZNO] = PayLedgerValue(&row, col[LEDGER_BIZNO], &isnull);
+	values[JOURNAL_ATTEMPT] = PayLedgerValue(&row, col[LEDGER_ATTEMPT], &isnull);
 	nulls[JOURNAL_FROM] = from == PAY_NEW_ROW;
 	values[JOURNAL_FROM] = nulls[JOURNAL_FROM] ? (Datum) 0 : PayStatusGetDatum(catalog, from);
 	values[JOURNAL_TO] = PayStatusGetDatum(catalog, to);
-	values[JOURNAL_AMOUNT] = PayLedgerColumn(tuple, rel, col[LEDGER_AMOUNT], &nulls[JOURNAL_AMOUNT]);
-	values[JOURNAL_CURRENCY] = PayLedgerColumn(tuple, rel, col[LEDGER_CURRENCY], &nulls[JOURNAL_CURRENCY]);
+	values[JOURNAL_AMOUNT] = PayLedgerValue(&row, col[LEDGER_AMOUNT], &nulls[JOURNAL_AMOUNT]);
+	values[JOURNAL_CURRENCY] = PayLedgerValue(&row, col[LEDGER_CURRENCY], &nulls[JOURNAL_CURRENCY]);
 	values[JOURNAL_AT] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	values[JOURNAL_TXID] = FullTransactionIdGetDatum(GetTopFullTransactionId());
 	values[JOURNAL_ACTOR] = CStringGetTextDatum(ActorName());
@@ -175,7 +181,7 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	/* the note of this write, else the session's, else what changed */
 	nulls[JOURNAL_NOTE] = true;
 	if (col[LEDGER_NOTE] != InvalidAttrNumber)
-		values[JOURNAL_NOTE] = PayLedgerColumn(tuple, rel, col[LEDGER_NOTE], &nulls[JOURNAL_NOTE]);
+		values[JOURNAL_NOTE] = PayLedgerValue(&row, col[LEDGER_NOTE], &nulls[JOURNAL_NOTE]);
 	if (nulls[JOURNAL_NOTE] && pay_journal_note != NULL && pay_journal_note[0] != '\0')
 	{
 		values[JOURNAL_NOTE] = CStringGetTextDatum(pay_journal_note);
@@ -196,7 +202,7 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 
 		isnull = true;
 		if (col[LEDGER_PARENT] != InvalidAttrNumber)
-			parent = PayLedgerColumn(tuple, rel, col[LEDGER_PARENT], &isnull);
+			parent = PayLedgerValue(&row, col[LEDGER_PARENT], &isnull);
 		NotifyTransition(TextDatumGetCString(values[JOURNAL_BIZNO]), from, to,
 						 DatumGetInt32(values[JOURNAL_ATTEMPT]),
 						 isnull ? NULL : TextDatumGetCString(parent));
