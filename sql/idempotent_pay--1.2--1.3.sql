@@ -391,6 +391,22 @@ CREATE TRIGGER pay_journal_archive_moved
 CREATE TRIGGER pay_archive_runs_guard
     BEFORE UPDATE OR DELETE ON @extschema@.pay_archive_runs
     FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard();
+-- What outlives the archive's partitions and the record of archiving are
+-- emptied by nobody: without the hashes a late retry of an archived payment
+-- would be charged again, and without the months and counts pay_stats and
+-- pay_archive_verify would lie.  pay_archive only adds to them.
+CREATE TRIGGER pay_archive_runs_guard_truncate
+    BEFORE TRUNCATE ON @extschema@.pay_archive_runs
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
+CREATE TRIGGER pay_archive_keys_guard_truncate
+    BEFORE TRUNCATE ON @extschema@.pay_archive_keys
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
+CREATE TRIGGER pay_archive_months_guard_truncate
+    BEFORE TRUNCATE ON @extschema@.pay_archive_months
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
+CREATE TRIGGER pay_archive_counts_guard_truncate
+    BEFORE TRUNCATE ON @extschema@.pay_archive_counts
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
 ALTER TABLE @extschema@.pay_ledger_archive ENABLE ALWAYS TRIGGER pay_ledger_archive_guard;
 ALTER TABLE @extschema@.pay_ledger_archive ENABLE ALWAYS TRIGGER pay_ledger_archive_guard_truncate;
 ALTER TABLE @extschema@.pay_ledger_archive ENABLE ALWAYS TRIGGER pay_ledger_archive_moved;
@@ -398,6 +414,10 @@ ALTER TABLE @extschema@.pay_journal_archive ENABLE ALWAYS TRIGGER pay_journal_ar
 ALTER TABLE @extschema@.pay_journal_archive ENABLE ALWAYS TRIGGER pay_journal_archive_guard_truncate;
 ALTER TABLE @extschema@.pay_journal_archive ENABLE ALWAYS TRIGGER pay_journal_archive_moved;
 ALTER TABLE @extschema@.pay_archive_runs ENABLE ALWAYS TRIGGER pay_archive_runs_guard;
+ALTER TABLE @extschema@.pay_archive_runs ENABLE ALWAYS TRIGGER pay_archive_runs_guard_truncate;
+ALTER TABLE @extschema@.pay_archive_keys ENABLE ALWAYS TRIGGER pay_archive_keys_guard_truncate;
+ALTER TABLE @extschema@.pay_archive_months ENABLE ALWAYS TRIGGER pay_archive_months_guard_truncate;
+ALTER TABLE @extschema@.pay_archive_counts ENABLE ALWAYS TRIGGER pay_archive_counts_guard_truncate;
 
 -- Archival (pay_archive): the one sanctioned way settled history leaves the
 -- ledger and the journal.
@@ -584,6 +604,16 @@ BEGIN
     IF max_rows OPERATOR(pg_catalog.<) 1 THEN
         RAISE EXCEPTION 'max_rows must be at least 1' USING ERRCODE = '22023';
     END IF;
+    -- What a payment is judged by (its refunds, its second charges) must
+    -- be what committed before its lock was taken: under a snapshot of the
+    -- transaction's start, a refund claimed since would stay behind in the
+    -- ledger without its payment.
+    IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
+        RAISE EXCEPTION 'pay_archive runs only at READ COMMITTED, not %',
+                        pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
+            USING ERRCODE = '25000',
+                  HINT = 'Call it in a transaction of its own at READ COMMITTED (SET TRANSACTION ISOLATION LEVEL READ COMMITTED first where the default is another).';
+    END IF;
     BEGIN
         LOCK TABLE @extschema@.pay_archive_runs IN SHARE ROW EXCLUSIVE MODE NOWAIT;
     EXCEPTION WHEN lock_not_available THEN
@@ -753,6 +783,9 @@ COMMENT ON FUNCTION @extschema@.pay_archive(timestamptz, integer) IS
 -- partitions hold it.  A month whose partitions were both dropped is
 -- reported not kept, with no problem: its hashes refuse its payments' late
 -- retries.  One partition dropped without the other shows as rows missing.
+-- An operator runs it: it reads the archive's tables, which are the
+-- owner's alone (only pay_archive writes them), as their owner, and writes
+-- nothing.
 CREATE FUNCTION @extschema@.pay_archive_verify()
 RETURNS TABLE (month date, payments bigint, ledger_rows bigint, journal_rows bigint,
                kept boolean, problem text)
@@ -805,7 +838,7 @@ BEGIN
     END LOOP;
 END
 $$
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = @extschema@, pg_temp SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD'
 SET extra_float_digits = 1;
 
@@ -813,6 +846,8 @@ COMMENT ON FUNCTION @extschema@.pay_archive_verify() IS
 'Each month of the archive: what pay_archive moved into it, whether its partitions are kept, and a problem when their counts or digests differ from what was moved';
 
 -- pay_verify lists a second charge no statement confirmed yet.
+-- An operator runs it as the owner, who alone reads the archive's tables
+-- and hashes; it writes nothing.
 CREATE OR REPLACE FUNCTION @extschema@.pay_verify()
 RETURNS TABLE (bizno text, problem text)
 AS $$
@@ -931,8 +966,34 @@ AS $$
     SELECT NULL, pg_catalog.format('the archive of %s: %s', pg_catalog.to_char(v.month, 'YYYY-MM'), v.problem)
     FROM @extschema@.pay_archive_verify() AS v
     WHERE v.problem IS NOT NULL
+    -- pay_stats against a full count of the same snapshot: its counts are
+    -- tables an owner could write by hand
+    UNION ALL
+    SELECT NULL, pg_catalog.format('pay_stats counts %s payments and %s refunds %s, the ledger holds %s and %s',
+                                   s.payments, s.refunds, s.status, f.payments, f.refunds)
+    FROM (SELECT t.status, pg_catalog.count(l.bizno) AS payments,
+                 pg_catalog.count(l.bizno) FILTER (WHERE l.parent IS NOT NULL) AS refunds
+          FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS t(status)
+          LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) t.status
+          GROUP BY t.status) AS f
+    JOIN @extschema@.pay_stats AS s ON s.status OPERATOR(pg_catalog.=) f.status
+    WHERE s.payments OPERATOR(pg_catalog.<>) f.payments OR s.refunds OPERATOR(pg_catalog.<>) f.refunds
+    UNION ALL
+    SELECT NULL, pg_catalog.format('pay_stats_transitions counts %s transitions from %s to %s, the journal and the archive %s',
+                                   COALESCE(s.transitions, 0),
+                                   COALESCE(COALESCE(s.from_status, j.from_status)::text, 'nothing'),
+                                   COALESCE(s.to_status, j.to_status), COALESCE(j.n, 0))
+    FROM @extschema@.pay_stats_transitions AS s
+    FULL JOIN (SELECT a.from_status, a.to_status, pg_catalog.sum(a.n) AS n
+               FROM (SELECT e.from_status, e.to_status, 1 AS n FROM @extschema@.pay_journal AS e
+                     UNION ALL
+                     SELECT c.from_status, c.to_status, c.n FROM @extschema@.pay_archive_counts AS c) AS a
+               WHERE a.from_status IS DISTINCT FROM a.to_status
+               GROUP BY 1, 2) AS j
+      ON s.from_status IS NOT DISTINCT FROM j.from_status AND s.to_status OPERATOR(pg_catalog.=) j.to_status
+    WHERE s.transitions IS DISTINCT FROM j.n
 $$
-LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
 
 -- pay_stats reads maintained counts instead of scanning the ledger: the
 -- journal is folded into them (pay_stats_refresh), a deletion is recorded

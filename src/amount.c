@@ -151,6 +151,40 @@ PayCheckTextLength(text *value, const char *what, int max_chars)
 }
 
 /*
+ * Hold a bank's reference to what a reference can be: 1 to 128 characters,
+ * not blank, no control characters (22023, or 22001 when too long).  A
+ * success and every second charge are told apart by it, and reconciliation
+ * matches it against the bank's statement: an empty reference, or one a
+ * statement could never print, would be a charge nobody can find.
+ */
+void
+PayCheckChannelRef(text *channel_ref)
+{
+	const unsigned char *c = (const unsigned char *) VARDATA_ANY(channel_ref);
+	int			bytes = VARSIZE_ANY_EXHDR(channel_ref);
+	bool		blank = true;
+
+	PayCheckTextLength(channel_ref, "channel_ref", PAY_CHANNEL_REF_MAX_CHARS);
+	/* a byte of a multibyte character is never below 0x80 */
+	for (int i = 0; i < bytes; i++)
+	{
+		if (c[i] < 0x20 || c[i] == 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("channel_ref must not contain control characters"),
+					 errdetail("Byte %d of the reference is 0x%02x.", i + 1, c[i]),
+					 errhint("Pass the bank's reference as the bank prints it.")));
+		if (c[i] != ' ')
+			blank = false;
+	}
+	if (blank)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("channel_ref must not be empty or blank"),
+				 errhint("Pass the bank's reference of the charge: a success is known by it, and a second charge is told from it.")));
+}
+
+/*
  * Raise 54000 when a response to store for replay is larger than
  * idempotent_pay.max_response_bytes.
  */

@@ -19,6 +19,7 @@ extern void PayCheckCurrency(text *currency);
 extern void PayCheckCurrencyKnown(text *currency);
 extern void PayCheckAmountFits(Numeric amount, text *currency);
 extern void PayCheckTextLength(text *value, const char *what, int max_chars);
+extern void PayCheckChannelRef(text *channel_ref);
 extern void PayCheckResponseSize(Datum response);
 
 /* The bounds of a payment's texts, in characters. */

@@ -174,7 +174,7 @@ SettleArguments(FunctionCallInfo fcinfo, PayStatus target, PayApi api)
 					 errmsg("attempt must not be null"),
 					 errhint("Pass the attempt pay_claim returned: it keeps a late answer for an earlier attempt from settling a later one.")));
 		if (target == PAY_SUCCESS)
-			PayCheckTextLength(PG_GETARG_TEXT_PP(1), "channel_ref", PAY_CHANNEL_REF_MAX_CHARS);
+			PayCheckChannelRef(PG_GETARG_TEXT_PP(1));
 		else if (!PG_ARGISNULL(1))
 			PayCheckTextLength(PG_GETARG_TEXT_PP(1), "reason", PAY_NOTE_MAX_CHARS);
 		if (target == PAY_SUCCESS && !PG_ARGISNULL(3))
@@ -304,7 +304,7 @@ pay_confirm_second_charge(PG_FUNCTION_ARGS)
 	LedgerRow	row;
 
 	PayRequireArgument(fcinfo, 1, "channel_ref");
-	PayCheckTextLength(PG_GETARG_TEXT_PP(1), "channel_ref", PAY_CHANNEL_REF_MAX_CHARS);
+	PayCheckChannelRef(PG_GETARG_TEXT_PP(1));
 	SPI_connect();
 	if (!PayLedgerLock(catalog, bizno, &row) || !PayLedgerProbe(fcinfo, bizno, &row))
 		PayRaiseUnknownPayment(catalog, bizno);

@@ -164,7 +164,12 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, const PayLedgerValue
 				 errtable(rel),
 				 PayReason(PAY_REASON_SUCCESS_REFERENCE)));
 	if (CHANGED(col[LEDGER_CHANNEL_REF]))
-		CheckColumnBound(rel, row, col[LEDGER_CHANNEL_REF], PAY_CHANNEL_REF_MAX_CHARS);
+	{
+		Datum		channel_ref = PayLedgerValue(row, col[LEDGER_CHANNEL_REF], &isnull);
+
+		if (!isnull)
+			PayCheckChannelRef(DatumGetTextPP(channel_ref));
+	}
 	if (CHANGED(col[LEDGER_LAST_ERROR]))
 		CheckColumnBound(rel, row, col[LEDGER_LAST_ERROR], PAY_NOTE_MAX_CHARS);
 	if (CHANGED(col[LEDGER_NOTE]))

@@ -25,7 +25,10 @@ SELECT trigger_is('pay_journal', 'pay_journal_guard', 'pay_guard');
 SELECT is((SELECT string_agg(tgrelid::regclass || '.' || tgname || ':' || tgenabled::text, ','
                              ORDER BY tgrelid::regclass::text, tgname) FROM pg_trigger
            WHERE tgname LIKE 'pay_%guard%' OR tgname LIKE 'pay_%archive_moved'),
-          'pay_archive_runs.pay_archive_runs_guard:A,'
+          'pay_archive_counts.pay_archive_counts_guard_truncate:A,'
+          'pay_archive_keys.pay_archive_keys_guard_truncate:A,'
+          'pay_archive_months.pay_archive_months_guard_truncate:A,'
+          'pay_archive_runs.pay_archive_runs_guard:A,pay_archive_runs.pay_archive_runs_guard_truncate:A,'
           'pay_journal.pay_journal_guard:A,pay_journal.pay_journal_guard_truncate:A,'
           'pay_journal_archive.pay_journal_archive_guard:A,pay_journal_archive.pay_journal_archive_guard_truncate:A,'
           'pay_journal_archive.pay_journal_archive_moved:A,'

@@ -1,0 +1,73 @@
+-- Where two features meet: an operator verifying an archived database, the
+-- archive inside a long snapshot, bank references a statement could never
+-- print, and the archive's and the counts' own tables written by hand.
+
+SELECT payment_in('SEAM-SUCCESS', 'SUCCESS'), payment_in('SEAM-FAILED', 'FAILED'),
+       payment_in('SEAM-PROCESSING', 'PROCESSING');
+
+-- 1. An operator verifies, the archive included: its tables are the
+-- owner's alone, and pay_verify and pay_archive_verify read them as the
+-- owner.
+CREATE ROLE regress_seams_operator;
+SELECT pay_grant_operator('regress_seams_operator');
+SET ROLE regress_seams_operator;
+SELECT outcome($$SELECT count(*) >= 0 FROM pay_verify()$$) AS operator_verifies,
+       outcome($$SELECT count(*) >= 0 FROM pay_archive_verify()$$) AS operator_verifies_archive;
+-- and reads none of them directly
+SELECT outcome($$SELECT count(*) FROM pay_ledger_archive$$) AS read_archive,
+       outcome($$SELECT count(*) FROM pay_archive_keys$$) AS read_keys;
+RESET ROLE;
+
+-- 2. pay_archive judges a payment by what committed before its lock: in a
+-- snapshot taken at the transaction's start a refund claimed since would
+-- be missed, so any level but READ COMMITTED is refused.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT outcome($$SELECT pay_archive(now())$$) AS archive_repeatable_read;
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT error_message($$SELECT pay_archive(now())$$) AS archive_serializable;
+ROLLBACK;
+BEGIN ISOLATION LEVEL READ COMMITTED;
+SELECT outcome($$SELECT pay_archive(now() - interval '100 years')$$) AS archive_read_committed;
+ROLLBACK;
+
+-- 3. A bank's reference is one a statement can print: not empty, not
+-- blank, no control characters; through the API and by raw SQL alike.
+SELECT payment_in('SEAM-REF', 'PROCESSING');
+SELECT outcome($$SELECT pay_succeed('SEAM-REF', '', 1)$$) AS succeed_empty,
+       outcome($$SELECT pay_succeed('SEAM-REF', '   ', 1)$$) AS succeed_blank,
+       outcome($$SELECT pay_succeed('SEAM-REF', E'BANK\n1', 1)$$) AS succeed_newline,
+       outcome($$SELECT pay_succeed('SEAM-REF', E'BANK\x7f', 1)$$) AS succeed_delete;
+SELECT outcome($$UPDATE pay_ledger SET status = 'SUCCESS', channel_ref = E'\t' WHERE bizno = 'SEAM-REF' RETURNING status$$) AS raw_tab,
+       outcome($$UPDATE pay_ledger SET status = 'SUCCESS', channel_ref = '' WHERE bizno = 'SEAM-REF' RETURNING status$$) AS raw_empty;
+SELECT pay_succeed('SEAM-REF', 'BANK-SEAM-REF', 1);
+SELECT outcome($$SELECT pay_confirm_second_charge('SEAM-SUCCESS', '')$$) AS confirm_empty,
+       outcome($$SELECT pay_confirm_second_charge('SEAM-SUCCESS', E'x\x01y')$$) AS confirm_control,
+       outcome($$SELECT pay_confirm_second_charge('SEAM-SUCCESS', ' ')$$) AS confirm_blank;
+SELECT count(*) AS second_charges_recorded FROM pay_second_charges() WHERE bizno = 'SEAM-SUCCESS';
+-- a reference in any script is one
+SELECT pay_confirm_second_charge('SEAM-SUCCESS', 'BANK-Zürich 7');
+SELECT channel_ref, confirmed FROM pay_second_charges() WHERE bizno = 'SEAM-SUCCESS';
+
+-- 4. What outlives the archive's partitions, and the record of archiving,
+-- are never emptied, even by the superuser; in a replica's apply neither.
+SELECT outcome($$TRUNCATE pay_archive_keys$$) AS truncate_keys,
+       outcome($$TRUNCATE pay_archive_months$$) AS truncate_months,
+       outcome($$TRUNCATE pay_archive_counts$$) AS truncate_counts,
+       outcome($$TRUNCATE pay_archive_runs$$) AS truncate_runs;
+SET session_replication_role = replica;
+SELECT outcome($$TRUNCATE pay_archive_keys$$) AS replica_truncate_keys,
+       outcome($$TRUNCATE pay_archive_runs$$) AS replica_truncate_runs;
+RESET session_replication_role;
+
+-- 5. pay_stats' counts are tables the owner can write; pay_verify compares
+-- them with a full count of the same snapshot and names each difference.
+SELECT count(*) AS stats_problems_before FROM pay_verify() WHERE problem LIKE 'pay_stats%';
+UPDATE pay_stats_counts SET n = n + 1000 WHERE to_status = 'SUCCESS' AND from_status = 'PROCESSING' AND NOT refund;
+SELECT regexp_replace(problem, '[0-9]+', 'N', 'g') AS problem FROM pay_verify() WHERE problem LIKE 'pay_stats%' ORDER BY 1;
+UPDATE pay_stats_counts SET n = n - 1000 WHERE to_status = 'SUCCESS' AND from_status = 'PROCESSING' AND NOT refund;
+SELECT count(*) AS stats_problems_after FROM pay_verify() WHERE problem LIKE 'pay_stats%';
+
+SET client_min_messages = warning;
+DROP OWNED BY regress_seams_operator;
+DROP ROLE regress_seams_operator;
