@@ -145,3 +145,78 @@ SET idempotent_pay.node_id = 5;
 SELECT pay_bizno_valid(pay_bizno('PAY', 'ORD001')) AS app_can_issue;
 RESET ROLE;
 DROP ROLE regress_bizno_app;
+
+-- A check character outside 0-9A-Z is never right, even where it makes the
+-- weighted sum vanish: the generator steps past every uniqueness part whose
+-- check character would be one, so no bizNo ends in one.  check_sum is the
+-- weighted sum modulo 67 of the key alphabet's values, computed here apart
+-- from the C it checks.
+CREATE FUNCTION pg_temp.check_sum(k text) RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT (sum(((i - 1) % 66 + 1) *
+                (strpos('0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-.:_',
+                        substr(k, i, 1)) - 1)) % 67)::integer
+    FROM generate_series(1, length(k)) AS i
+$$;
+-- SHOP-1-20261203174955808-0000-0066E619TAXXSA, issued by pay_bizno('SHOP',
+-- '1'), and five keys made from it by replacing its last three characters so
+-- that the sum vanishes with a check character of a-z or -.:_ each.
+CREATE TEMP TABLE fitted_outside (k text);
+INSERT INTO fitted_outside VALUES
+    ('SHOP-1-20261203174955808-0000-0066E619TAX2Ra'),
+    ('SHOP-1-20261203174955808-0000-0066E619TAX3F-'),
+    ('SHOP-1-20261203174955808-0000-0066E619TAX06.'),
+    ('SHOP-1-20261203174955808-0000-0066E619TAX0J:'),
+    ('SHOP-1-20261203174955808-0000-0066E619TAX0W_');
+SELECT k, pg_temp.check_sum(k) AS sum, pay_bizno_valid(k) AS valid
+FROM (SELECT 'SHOP-1-20261203174955808-0000-0066E619TAXXSA' AS k
+      UNION ALL SELECT k FROM fitted_outside) AS keys;
+-- pay_bizno_parse refuses them with 22P02, naming no check character: none of
+-- 0-9A-Z fits the other characters.
+SELECT * FROM pay_bizno_parse('SHOP-1-20261203174955808-0000-0066E619TAX2Ra');
+\echo :LAST_ERROR_SQLSTATE
+-- And so does every way into the ledger, writing nothing: the API, a refund
+-- naming one as its own key, a raw INSERT.
+SELECT k,
+       outcome(format('SELECT pay_bizno_parse(%L)', k)) AS parse,
+       outcome(format('SELECT pay_claim(%L, 10, ''EUR'')', k)) AS claim,
+       outcome(format('SELECT pay_begin(%L, 10, ''EUR'')', k)) AS begin,
+       outcome(format('SELECT pay_refund_open(''SHOP-ANY'', %L, 1)', k)) AS refund,
+       outcome(format($$INSERT INTO pay_ledger (bizno, status, amount, currency)
+                        VALUES (%L, 'INIT', 10, 'EUR') RETURNING bizno$$, k)) AS raw_insert
+FROM fitted_outside;
+SELECT count(*) AS recorded FROM pay_ledger WHERE bizno IN (SELECT k FROM fitted_outside);
+
+-- Every printable ASCII character at the check position is accepted exactly
+-- when it is one of 0-9A-Z and makes the sum vanish.  The bodies are those
+-- of bizNos issued by pay_bizno (the longest among them, whose weights wrap
+-- past 66) with each of the 32 values of the uniqueness part's last digit:
+-- for some of them only a check character outside 0-9A-Z fits (and for one
+-- in 67 none of the key alphabet, whose 66 values leave one residue out).
+CREATE TEMP TABLE issued (k text);
+INSERT INTO issued VALUES
+    ('SHOP-1-20261203174955808-0000-0066E619TAXXSA'),
+    ('PAY-ORD001-20261130065033976-0000-366VRA691WVWE0'),
+    ('REFUND-order-7:2024.x_y-20261203175053013-0000-0066XMKZP3EM0I'),
+    ('A1-x-20261203175053013-0000-0066XMKZP3EM21'),
+    ('P9-a.b-a.b-a.b-a.b-a.b-a.b-a.b-a.b-a.b-a.b--20261203175053013-0000-0066XMKZP3EM97'),
+    ('ZZZZZZZZZZZZZZZZ-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx-20261203175053013-0000-0066XMKZP3EM4B');
+SELECT count(*) AS issued_valid FROM issued WHERE pay_bizno_valid(k) AND pg_temp.check_sum(k) = 0;
+WITH bodies AS (
+    SELECT DISTINCT left(k, -2) || d AS body
+    FROM issued, regexp_split_to_table('0123456789ABCDEFGHJKMNPQRSTVWXYZ', '') AS d
+), mutants AS (
+    SELECT b.body, chr(a) AS c, b.body || chr(a) AS m,
+           coalesce((s.sum + ((length(b.body) % 66) + 1) *
+                     (nullif(strpos('0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-.:_',
+                                    chr(a)), 0) - 1)) % 67 = 0, false) AS fits
+    FROM bodies AS b, LATERAL (SELECT pg_temp.check_sum(b.body) AS sum) AS s,
+         generate_series(32, 126) AS a
+)
+SELECT count(DISTINCT body) AS bodies,
+       count(*) AS mutants,
+       count(*) FILTER (WHERE fits AND c ~ '^[0-9A-Z]$') AS fitted_inside,
+       count(*) FILTER (WHERE fits AND c !~ '^[0-9A-Z]$') AS fitted_outside,
+       count(*) FILTER (WHERE pay_bizno_valid(m)) AS accepted,
+       count(*) FILTER (WHERE pay_bizno_valid(m) <> (fits AND c ~ '^[0-9A-Z]$')) AS wrong_answers
+FROM mutants;

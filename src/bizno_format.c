@@ -10,7 +10,9 @@
  * for neighbours.  So a single substitution changes the sum by w*d != 0 and
  * an adjacent transposition by (a-b)(w_i - w_i+1) != 0: both are always
  * detected.  The generator only emits check characters of [0-9A-Z] by
- * stepping the uniqueness part until the check value is one of them.
+ * stepping the uniqueness part until the check value is one of them, and
+ * the parser takes no other: a key whose sum vanishes with a check character
+ * of a-z or -.:_ was never issued, and is refused.
  *
  * No server headers here: this file is compiled on its own for fuzzing.
  *
@@ -352,10 +354,11 @@ bizno_format(char *buf, const char *prefix, size_t prefix_len,
 }
 
 /*
- * Split s into its parts.  When the structure is right but the check fails,
- * *expected_check receives the check character that fits the other
- * characters as written if that is one of 0-9A-Z, and '\0' otherwise: the
- * generator writes no other, so no other is ever named.
+ * Split s into its parts.  The check passes when the weighted sum vanishes
+ * and the check character is one of 0-9A-Z.  When the structure is right
+ * but the check fails, *expected_check receives the check character that
+ * fits the other characters as written if that is one of 0-9A-Z, and '\0'
+ * otherwise: the generator writes no other, so no other is ever named.
  *
  * The result is then BIZNO_UNISSUED_CHECK when the check character as
  * written is none of 0-9A-Z but *expected_check is one: one error explains
@@ -418,7 +421,15 @@ bizno_parse(const char *s, size_t len, BiznoParts *parts, char *expected_check)
 	if (parts->node_id > BIZNO_NODE_ID_MAX)
 		return BIZNO_MALFORMED;
 
-	if (weighted_sum(s, 0, len) == 0)
+	/*
+	 * The sum vanishes for the one character of the key alphabet that fits
+	 * the others, and that one is a check character only if the generator
+	 * writes it.  When one of a-z or -.:_ fits, the check below finds it and
+	 * names none: no check character of 0-9A-Z fits, so another character
+	 * is wrong.
+	 */
+	if (is_issued_check((unsigned char) tail[TAIL_CHECK]) &&
+		weighted_sum(s, 0, len) == 0)
 		return BIZNO_VALID;
 
 	check = check_value(weighted_sum(s, 0, len - 1), len - 1);

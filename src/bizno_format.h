@@ -10,7 +10,8 @@
  *
  * PREFIX is 1-16 of [A-Z0-9]; BIZID is 1-64 of [A-Za-z0-9._:-]; the time
  * is UTC to the millisecond; NNNN the node id (0000-1023); U... thirteen
- * Crockford base-32 digits of the uniqueness part; C the check character.
+ * Crockford base-32 digits of the uniqueness part; C the check character,
+ * one of [0-9A-Z].
  *
  *-------------------------------------------------------------------------
  */

@@ -7,9 +7,11 @@
  * more also steer the generator: the bizNo formatted from their bytes must
  * parse back to exactly its parts, and one substitution or one adjacent
  * transposition chosen by the input must be caught by the check character.
- * A failed check never names a check character the generator cannot write,
- * and says what the check character should be only when it was the one
- * mistyped.  A violated property aborts, which libFuzzer reports as a crash.
+ * Only a check character the generator writes ever passes, even where
+ * another fits the rest of the key; a failed check never names a check
+ * character the generator cannot write, and says what the check character
+ * should be only when it was the one mistyped.  A violated property aborts,
+ * which libFuzzer reports as a crash.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 
 static const char key_alphabet[] =
 "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-.:_";
+static const char crockford_digits[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -57,6 +60,7 @@ check_arbitrary_input(const char *s, size_t size)
 	{
 		require(bizno_key_is_valid(s, size));
 		require(bizno_looks_generated(s, size));
+		require(is_issued_check(s[size - 1]));
 		require(bizno_prefix_is_valid(parts.prefix, parts.prefix_len));
 		require(bizno_biz_id_is_valid(parts.biz_id, parts.biz_id_len));
 		require(parts.node_id >= 0 && parts.node_id <= BIZNO_NODE_ID_MAX);
@@ -127,6 +131,16 @@ check_generated(const uint8_t *data, size_t size)
 		result = bizno_parse(mutant, len, &parts, &expected_check);
 		require(result != BIZNO_VALID && result != BIZNO_UNISSUED_CHECK);
 	}
+
+	/*
+	 * another last digit of the uniqueness part, which the generator may
+	 * have stepped past, and a check character of a-z or -.:_: it never
+	 * passes, even where it is the one that fits the rest
+	 */
+	memcpy(mutant, bizno, len + 1);
+	mutant[len - 2] = crockford_digits[data[12] % 32];
+	mutant[len - 1] = key_alphabet[36 + data[13] % 30];
+	require(bizno_parse(mutant, len, &parts, &expected_check) != BIZNO_VALID);
 }
 
 int

@@ -1,6 +1,6 @@
 -- The bizNo contract, as a user checks it.
 BEGIN;
-SELECT plan(24);
+SELECT plan(26);
 
 SELECT has_function('pay_bizno', ARRAY['text', 'text']);
 SELECT function_returns('pay_bizno', ARRAY['text', 'text'], 'text');
@@ -25,6 +25,8 @@ SELECT is(pay_bizno_valid('PAY-ORD001-20261130065033976-0000-366VRA691WVWE1'), f
           'a wrong check character is caught');
 SELECT is(pay_bizno_valid('PAY-ORD001-20261130065033976-0000-366VRA961WVWE0'), false,
           'an adjacent transposition is caught');
+SELECT is(pay_bizno_valid('SHOP-1-20261203174955808-0000-0066E619TAX2Ra'), false,
+          'a check character outside 0-9A-Z is never right, even where it fits');
 SELECT is(pay_bizno_valid(NULL), NULL, 'pay_bizno_valid(NULL) is NULL');
 SELECT is(pay_bizno_valid(repeat('-', 100000)), false, 'pay_bizno_valid never raises');
 
@@ -40,6 +42,9 @@ SELECT throws_ok($$SELECT pay_bizno_parse('PAY-1')$$, '22P02',
 SELECT throws_ok($$SELECT pay_bizno_parse('PAY-ORD001-20261130065033976-0000-366VRA691WVWE1')$$,
                  '22P02', 'invalid check character for bizNo "PAY-ORD001-20261130065033976-0000-366VRA691WVWE1"',
                  'bad check character to parse: 22P02');
+SELECT throws_ok($$SELECT pay_bizno_parse('SHOP-1-20261203174955808-0000-0066E619TAX3F-')$$,
+                 '22P02', 'invalid check character for bizNo "SHOP-1-20261203174955808-0000-0066E619TAX3F-"',
+                 'a check character outside 0-9A-Z that fits, to parse: 22P02');
 
 SELECT is((pay_bizno_parse(pay_bizno('PAY', 'X'))).node_id,
           current_setting('idempotent_pay.node_id')::integer,
