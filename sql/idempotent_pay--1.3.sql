@@ -169,7 +169,13 @@ CREATE TABLE @extschema@.pay_journal (
     at                  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     txid                xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
     actor               text NOT NULL DEFAULT CURRENT_USER,
-    note                text
+    note                text,
+    channel_ref         text,
+    second_charge       text,
+    CONSTRAINT pay_journal_second_charge
+        CHECK (second_charge IS NULL
+               OR (second_charge IN ('reported', 'confirmed') AND from_status = 'SUCCESS'
+                   AND to_status = 'SUCCESS' AND channel_ref IS NOT NULL))
 );
 
 -- A payment's history in order.
@@ -177,6 +183,10 @@ CREATE INDEX pay_journal_bizno_seq_idx ON @extschema@.pay_journal (bizno, seq);
 
 COMMENT ON TABLE @extschema@.pay_journal IS
 'Append-only: one row per transition and per amount change of a ledger row, written by the ledger''s trigger';
+COMMENT ON COLUMN @extschema@.pay_journal.channel_ref IS
+'The bank''s reference of a second charge, on its row alone';
+COMMENT ON COLUMN @extschema@.pay_journal.second_charge IS
+'On the row of a second charge: reported (by a settlement) or confirmed (by a bank statement); written by the API alone, never read from a note';
 COMMENT ON COLUMN @extschema@.pay_journal.from_status IS
 'NULL when the ledger row was created';
 COMMENT ON COLUMN @extschema@.pay_journal.actor IS
@@ -297,6 +307,8 @@ CREATE TABLE @extschema@.pay_journal_archive (
     txid                xid8 NOT NULL,
     actor               text NOT NULL,
     note                text,
+    channel_ref         text,
+    second_charge       text,
     month               date NOT NULL
 ) PARTITION BY RANGE (month);
 
@@ -822,35 +834,19 @@ LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
 COMMENT ON FUNCTION @extschema@.pay_confirm_second_charge(text, text) IS
 'A bank statement shows another charge of SUCCESS payment bizno under channel_ref: journal it once as confirmed, from then on counted as captured and refundable';
 
--- The bank's reference in the note of a second charge: pay_second_charges
--- and the counts of pay_stats read it with this one expression.
-CREATE FUNCTION @extschema@.pay_second_charge_reference()
-RETURNS text
-AS $$
-    SELECT '^second charge(?: reported| confirmed by a statement)?: (?:the bank reported )?(.*?),? for a payment settled as '::text
-$$
-LANGUAGE sql IMMUTABLE PARALLEL SAFE;
-
-COMMENT ON FUNCTION @extschema@.pay_second_charge_reference() IS
-'The regular expression of the bank''s reference in the journal note of a second charge';
-
--- Read from the journal's notes, one row per payment and bank reference.
--- Older versions journaled a second charge as captured at once; their notes
--- read as confirmed.  A function rather than a view: a view would depend on
--- the journal's note column and keep a DBA from dropping it, a change the
--- ledger's triggers otherwise follow.
+-- The journal's second charges, one row per payment and bank reference,
+-- from the columns only the API writes: a settlement reports one, a bank
+-- statement confirms it (1.2's, counted as captured at once, read as
+-- confirmed).
 CREATE FUNCTION @extschema@.pay_second_charges(OUT bizno text, OUT channel_ref text,
                                                OUT confirmed boolean, OUT reported_at timestamptz)
 RETURNS SETOF record
 AS $$
-    SELECT j.bizno,
-           pg_catalog.substring(j.note, @extschema@.pay_second_charge_reference()),
-           pg_catalog.bool_or(j.note NOT LIKE 'second charge reported: %'),
+    SELECT j.bizno, j.channel_ref,
+           pg_catalog.bool_or(j.second_charge OPERATOR(pg_catalog.=) 'confirmed'),
            pg_catalog.min(j.at)
     FROM @extschema@.pay_journal AS j
-    WHERE j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-      AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-      AND j.note LIKE 'second charge%'
+    WHERE j.second_charge IS NOT NULL
     GROUP BY 1, 2
 $$
 LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
@@ -872,7 +868,7 @@ AS $$
           FROM @extschema@.pay_journal AS j
           WHERE j.bizno OPERATOR(pg_catalog.=) $1
             AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-            AND (j.note IS NULL OR j.note NOT LIKE 'second charge reported: %')) AS c,
+            AND j.second_charge IS DISTINCT FROM 'reported') AS c,
          (SELECT COALESCE(pg_catalog.sum(l.amount) FILTER (
                      WHERE l.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status), 0) AS refunded,
                  COALESCE(pg_catalog.sum(l.amount) FILTER (
@@ -1027,11 +1023,9 @@ AS $$
     SELECT j.bizno
     FROM pg_catalog.unnest($3) AS c(bizno)
     JOIN @extschema@.pay_journal AS j ON j.bizno OPERATOR(pg_catalog.=) c.bizno
-    WHERE j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-      AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-      AND j.note LIKE 'second charge%'
-    GROUP BY j.bizno, pg_catalog.substring(j.note, @extschema@.pay_second_charge_reference())
-    HAVING NOT pg_catalog.bool_or(j.note NOT LIKE 'second charge reported: %')
+    WHERE j.second_charge IS NOT NULL
+    GROUP BY j.bizno, j.channel_ref
+    HAVING NOT pg_catalog.bool_or(j.second_charge OPERATOR(pg_catalog.=) 'confirmed')
 $$
 LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 
@@ -1174,9 +1168,9 @@ BEGIN
     archived AS (
         INSERT INTO @extschema@.pay_journal_archive
             (seq, bizno, attempt, from_status, to_status, amount, currency, at, txid, actor, note,
-             month)
+             channel_ref, second_charge, month)
         SELECT j.seq, j.bizno, j.attempt, j.from_status, j.to_status, j.amount, j.currency, j.at,
-               j.txid, j.actor, j.note, r.month
+               j.txid, j.actor, j.note, j.channel_ref, j.second_charge, r.month
         FROM rows AS r
         JOIN @extschema@.pay_journal AS j ON j.bizno OPERATOR(pg_catalog.=) r.bizno
         RETURNING *),
@@ -1194,10 +1188,9 @@ BEGIN
     -- what they counted in pay_stats, as a first fold would count them
     INSERT INTO @extschema@.pay_archive_counts AS c (from_status, to_status, refund, second_charge, n)
     SELECT a.from_status, a.to_status, r.refund,
-           CASE WHEN a.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-                 AND a.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-                 AND a.note LIKE 'second charge%'
-                THEN @extschema@.pay_stats_second_charge(a.bizno, a.note, a.seq, 0, '1:1:'::pg_snapshot)
+           CASE WHEN a.second_charge IS NOT NULL
+                THEN @extschema@.pay_stats_second_charge(a.bizno, a.second_charge, a.channel_ref, a.seq, 0,
+                                                          '1:1:'::pg_snapshot)
            END,
            pg_catalog.count(*)
     FROM archived AS a
@@ -1714,7 +1707,7 @@ COMMENT ON FUNCTION @extschema@.pay_stats_reset() IS
 -- confirmation of one reported, one found on a statement first, or the
 -- report of one a statement confirmed already.  pay_second_charges lists
 -- the same charges by scanning the journal.
-CREATE FUNCTION @extschema@.pay_stats_second_charge(bizno text, note text, seq bigint,
+CREATE FUNCTION @extschema@.pay_stats_second_charge(bizno text, kind text, channel_ref text, seq bigint,
                                                      counted_from bigint, counted pg_snapshot)
 RETURNS text
 AS $$
@@ -1723,25 +1716,21 @@ AS $$
                 WHEN r.reported_before THEN 'confirmed'
                 ELSE 'found'
            END
-    FROM (SELECT $2 LIKE 'second charge reported: %' AS report,
+    FROM (SELECT $2 OPERATOR(pg_catalog.=) 'reported' AS report,
                  pg_catalog.bool_or(NOT e.report) IS TRUE AS confirmed_before,
                  pg_catalog.bool_or(e.report) IS TRUE AS reported_before
-          FROM (SELECT j.note LIKE 'second charge reported: %' AS report
+          FROM (SELECT j.second_charge OPERATOR(pg_catalog.=) 'reported' AS report
                 FROM @extschema@.pay_journal AS j
                 WHERE j.bizno OPERATOR(pg_catalog.=) $1
-                  AND j.seq OPERATOR(pg_catalog.<>) $3
-                  AND j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-                  AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-                  AND j.note LIKE 'second charge%'
-                  AND pg_catalog.substring(j.note, @extschema@.pay_second_charge_reference())
-                      OPERATOR(pg_catalog.=)
-                      pg_catalog.substring($2, @extschema@.pay_second_charge_reference())
-                  AND (j.seq OPERATOR(pg_catalog.<) $3 OR j.seq OPERATOR(pg_catalog.<) $4
-                       OR pg_catalog.pg_visible_in_snapshot(j.txid, $5))) AS e) AS r
+                  AND j.seq OPERATOR(pg_catalog.<>) $4
+                  AND j.second_charge IS NOT NULL
+                  AND j.channel_ref OPERATOR(pg_catalog.=) $3
+                  AND (j.seq OPERATOR(pg_catalog.<) $4 OR j.seq OPERATOR(pg_catalog.<) $5
+                       OR pg_catalog.pg_visible_in_snapshot(j.txid, $6))) AS e) AS r
 $$
 LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 
-COMMENT ON FUNCTION @extschema@.pay_stats_second_charge(text, text, bigint, bigint, pg_snapshot) IS
+COMMENT ON FUNCTION @extschema@.pay_stats_second_charge(text, text, text, bigint, bigint, pg_snapshot) IS
 'What a journal row of a second charge adds to pay_stats: reported, confirmed, found (on a statement first) or late report';
 
 -- The journal rows and deletions no count includes yet: those not visible in
@@ -1759,7 +1748,7 @@ CREATE FUNCTION @extschema@.pay_stats_unfolded(counted_from bigint, counted pg_s
 RETURNS SETOF record
 AS $$
     WITH journal AS (
-        SELECT j.seq, j.bizno, j.from_status, j.to_status, j.note, j.at
+        SELECT j.seq, j.bizno, j.from_status, j.to_status, j.channel_ref, j.second_charge, j.at
         FROM @extschema@.pay_journal AS j
         WHERE j.seq OPERATOR(pg_catalog.>=) $1
           AND j.seq OPERATOR(pg_catalog.<=) (SELECT s.last_value FROM @extschema@.pay_journal_seq_seq AS s)
@@ -1775,10 +1764,8 @@ AS $$
                 ELSE COALESCE((SELECT pg_catalog.bool_or(d.refund) FROM deletions AS d
                                WHERE d.bizno OPERATOR(pg_catalog.=) j.bizno), false)
            END,
-           CASE WHEN j.from_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-                 AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
-                 AND j.note OPERATOR(pg_catalog.~~) 'second charge%'
-                THEN @extschema@.pay_stats_second_charge(j.bizno, j.note, j.seq, $1, $2)
+           CASE WHEN j.second_charge IS NOT NULL
+                THEN @extschema@.pay_stats_second_charge(j.bizno, j.second_charge, j.channel_ref, j.seq, $1, $2)
            END,
            j.at
     FROM journal AS j
@@ -2444,7 +2431,7 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_stats_read(),
     @extschema@.pay_stats_transitions_read(),
     @extschema@.pay_stats_unfolded(bigint, pg_snapshot),
-    @extschema@.pay_stats_second_charge(text, text, bigint, bigint, pg_snapshot),
+    @extschema@.pay_stats_second_charge(text, text, text, bigint, bigint, pg_snapshot),
     @extschema@.pay_stats_running_transactions(),
     @extschema@.pay_stats_transactions_ended(text[]),
     @extschema@.pay_stats_counts_usable(bigint),

@@ -68,6 +68,30 @@ SELECT regexp_replace(problem, '[0-9]+', 'N', 'g') AS problem FROM pay_verify() 
 UPDATE pay_stats_counts SET n = n - 1000 WHERE to_status = 'SUCCESS' AND from_status = 'PROCESSING' AND NOT refund;
 SELECT count(*) AS stats_problems_after FROM pay_verify() WHERE problem LIKE 'pay_stats%';
 
+-- 6. What a journal row means is data only the API writes, never read
+-- from a note: an application that sets the journal's note to the words of
+-- a second charge before it settles makes no second charge of it, and its
+-- refunds are held to what it really captured.
+CREATE ROLE regress_seams_app;
+SELECT pay_grant('regress_seams_app');
+SET ROLE regress_seams_app;
+SELECT pay_claim('SEAM-NOTE', 10, 'EUR');
+SET idempotent_pay.journal_note = 'second charge reported: BANK-FORGED, for a payment settled as BANK-SEAM-NOTE';
+SELECT pay_succeed('SEAM-NOTE', 'BANK-SEAM-NOTE', 1);
+RESET idempotent_pay.journal_note;
+SELECT captured, refundable FROM pay_refund_balance('SEAM-NOTE');
+SELECT action FROM pay_claim(pay_refund_open('SEAM-NOTE', 'R1', 10));
+RESET ROLE;
+SELECT count(*) AS second_charges_of_it FROM pay_second_charges() WHERE bizno = 'SEAM-NOTE';
+SELECT to_status, note, second_charge FROM pay_journal WHERE bizno = 'SEAM-NOTE' ORDER BY seq;
+-- a real second charge carries its kind and reference in columns
+SELECT pay_succeed('SEAM-SUCCESS', 'BANK-SEAM-AGAIN', 1);
+SELECT channel_ref, second_charge FROM pay_journal
+WHERE bizno = 'SEAM-SUCCESS' AND second_charge IS NOT NULL ORDER BY seq;
+SELECT outcome($$INSERT INTO pay_journal (bizno, attempt, to_status, second_charge) VALUES ('SEAM-NOTE', 1, 'PROCESSING', 'reported') RETURNING seq$$) AS kind_on_another_step;
+
 SET client_min_messages = warning;
+DROP OWNED BY regress_seams_app;
+DROP ROLE regress_seams_app;
 DROP OWNED BY regress_seams_operator;
 DROP ROLE regress_seams_operator;

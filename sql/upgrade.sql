@@ -295,8 +295,17 @@ CREATE EXTENSION idempotent_pay VERSION '1.2';
 SELECT pay_begin('UP-5', 15, 'EUR') AS up_5, pay_succeed('UP-5', 'BANK-5') AS settled_without_attempt;
 SELECT pay_begin('UP-6', 20, 'EUR') AS in_flight;
 SELECT pay_open('UP', 'ORDER-7', 25) IS NOT NULL AS opened_without_currency;
+-- 1.2 journals a second charge in a note, counted as captured at once
+SELECT pay_begin('UP-8', 30, 'EUR'), pay_succeed('UP-8', 'BANK-8');
+SELECT pay_succeed('UP-8', 'BANK-8b for a payment settled as x') AS second_charge_1_2;
+SELECT captured FROM pay_refund_balance('UP-8');
 SELECT pay_grant('regress_upgrade_app');
 ALTER EXTENSION idempotent_pay UPDATE;
+-- ... which the update turns into the row's columns, as confirmed: still
+-- captured, and its reference whole
+SELECT channel_ref, second_charge FROM pay_journal WHERE bizno = 'UP-8' AND second_charge IS NOT NULL;
+SELECT channel_ref, confirmed FROM pay_second_charges() WHERE bizno = 'UP-8';
+SELECT captured FROM pay_refund_balance('UP-8');
 SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
 SELECT bizno, status, attempt, amount, currency, channel_ref FROM pay_ledger WHERE bizno LIKE 'UP-_' ORDER BY bizno;
 SELECT status, amount, currency FROM pay_find('UP', 'ORDER-7');

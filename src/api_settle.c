@@ -46,10 +46,11 @@ PG_FUNCTION_INFO_V1(pay_confirm_second_charge);
 
 /*
  * How the journal records a second charge: as 1.2 did (counted as captured
- * at once), reported by a settlement since 1.3 (counted once a bank
- * statement confirms it), or confirmed by a statement (pay_reconcile).  The
- * notes are the journal's record of which: pay_refund_balance, pay_verify
- * and pay_stats read them.
+ * at once, in a note alone), reported by a settlement since 1.3 (counted
+ * once a bank statement confirms it), or confirmed by a statement
+ * (pay_reconcile).  Since 1.3 the kind is the row's second_charge column,
+ * which pay_refund_balance, pay_verify and pay_stats read, and the note
+ * only tells a person: a note is text a session can set.
  */
 typedef enum SecondCharge
 {
@@ -57,6 +58,12 @@ typedef enum SecondCharge
 	SECOND_CHARGE_REPORTED,
 	SECOND_CHARGE_CONFIRMED
 } SecondCharge;
+
+static const char *const second_charge_kinds[] = {
+	[SECOND_CHARGE_1_2] = NULL,
+	[SECOND_CHARGE_REPORTED] = "reported",
+	[SECOND_CHARGE_CONFIRMED] = "confirmed",
+};
 
 static const char *const second_charge_notes[] = {
 	[SECOND_CHARGE_1_2] = "second charge: the bank reported %s for a payment settled as %s",
@@ -88,7 +95,8 @@ JournalSecondCharge(const PayCatalog *catalog, Datum bizno, const LedgerRow *row
 	 */
 	if (!PayLedgerLock(catalog, bizno, &locked))
 		PayRaiseUnknownPayment(catalog, bizno);
-	PayJournalSecondCharge(catalog, bizno, psprintf(second_charge_notes[kind], second, first));
+	PayJournalSecondCharge(catalog, bizno, second_charge_kinds[kind], channel_ref,
+						   psprintf(second_charge_notes[kind], second, first));
 	if (kind == SECOND_CHARGE_CONFIRMED)
 		return;
 	ereport(WARNING,

@@ -115,13 +115,15 @@ PayLedgerSettle(FunctionCallInfo fcinfo, const PayCatalog *catalog,
 }
 
 /*
- * Journal a second charge of bizno with note, once per note (the note
- * names the bank's reference); the actor is the session's role.
+ * Journal a second charge of bizno under channel_ref, once per kind and
+ * reference (kind NULL: 1.2's journal, where the note is the record); the
+ * actor is the session's role.
  */
 void
-PayJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *note)
+PayJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *kind,
+					   Datum channel_ref, const char *note)
 {
-	PaySqlJournalSecondCharge(catalog, bizno, note);
+	PaySqlJournalSecondCharge(catalog, bizno, kind, channel_ref, note);
 }
 
 /*

@@ -48,7 +48,8 @@ extern void PayLedgerSetAmount(const PayCatalog *catalog, Datum bizno,
 							   bool currency_null, Datum currency);
 extern bool PayLedgerSettle(FunctionCallInfo fcinfo, const PayCatalog *catalog,
 							const PaySettleWrite *settle);
-extern void PayJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *note);
+extern void PayJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *kind,
+								   Datum channel_ref, const char *note);
 extern void PayJournalAppend(const PayCatalog *catalog, Relation journal,
 							 const Datum *values, const bool *nulls);
 extern void PayLedgerRecordDeletion(const PayCatalog *catalog, Relation ledger, Datum bizno,

@@ -45,9 +45,10 @@ typedef enum LedgerPlan
 	PLAN_READ_PARENT,
 	PLAN_INSERT_REFUND,
 	PLAN_INSERT_REFUND_STRICT,
-	/* since 1.3: the archive */
+	/* since 1.3: the archive, and a second charge's kind in its own column */
 	PLAN_FIND_ARCHIVED,
 	PLAN_FIND_ARCHIVED_ORDER,
+	PLAN_JOURNAL_SECOND_CHARGE_1_3,
 	PLAN_COUNT
 } LedgerPlan;
 
@@ -104,6 +105,13 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	[PLAN_FIND_ARCHIVED_ORDER] =
 	"SELECT status, amount, currency, attempt, bizno, channel_ref, response "
 	"FROM %1$s.pay_ledger_archive WHERE prefix " EQ " $1 AND biz_id " EQ " $2",
+	[PLAN_JOURNAL_SECOND_CHARGE_1_3] =
+	"INSERT INTO %1$s.pay_journal (bizno, attempt, from_status, to_status, amount, currency, note, actor, "
+	"channel_ref, second_charge) "
+	"SELECT l.bizno, l.attempt, l.status, l.status, l.amount, l.currency, $2, $3, $4, $5 "
+	"FROM %1$s.pay_ledger AS l WHERE l.bizno " EQ " $1 AND NOT EXISTS ("
+	"SELECT FROM %1$s.pay_journal AS j WHERE j.bizno " EQ " $1 AND j.second_charge " EQ " $5 "
+	"AND j.channel_ref " EQ " $4)",
 };
 
 static SPIPlanPtr plans[PLAN_COUNT];
@@ -186,6 +194,7 @@ PreparePlans(const PayCatalog *catalog)
 		[PLAN_INSERT_REFUND_STRICT] = {TEXTOID, status, NUMERICOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
 		[PLAN_FIND_ARCHIVED] = {TEXTOID},
 		[PLAN_FIND_ARCHIVED_ORDER] = {TEXTOID, TEXTOID},
+		[PLAN_JOURNAL_SECOND_CHARGE_1_3] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
 	};
 	static const int nargs[PLAN_COUNT] = {
 		[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_INSERT_STRICT] = 4,
@@ -194,6 +203,7 @@ PreparePlans(const PayCatalog *catalog)
 		[PLAN_FIND_REFUND] = 2,[PLAN_READ_PARENT] = 1,
 		[PLAN_INSERT_REFUND] = 7,[PLAN_INSERT_REFUND_STRICT] = 7,
 		[PLAN_FIND_ARCHIVED] = 1,[PLAN_FIND_ARCHIVED_ORDER] = 2,
+		[PLAN_JOURNAL_SECOND_CHARGE_1_3] = 5,
 	};
 	bool		write_note = LedgerHasNote(catalog);
 
@@ -213,7 +223,7 @@ PreparePlans(const PayCatalog *catalog)
 		if (i >= FirstRefundPlan && !PayLedgerHasRefunds(catalog))
 			continue;			/* the ledger of 1.1: no refunds before the update */
 		if (i >= FirstArchivePlan && !OidIsValid(catalog->archive_keys))
-			continue;			/* no archive before 1.3 */
+			continue;			/* no archive, nor a second charge's columns, before 1.3 */
 		plan = SPI_prepare(psprintf(plan_queries[i], catalog->schema,
 									write_note ? ExtraSets(i) : ""),
 						   nargs[i], argtypes[i]);
@@ -455,19 +465,25 @@ PaySqlSettle(const PayCatalog *catalog, const PaySettleWrite *settle)
 }
 
 /*
- * Journal a second charge of bizno with note, once per note (the note
- * names the bank's reference); the actor is the session's role, as the
- * journal trigger names it, not the owner.
+ * Journal a second charge of bizno under the bank's reference channel_ref,
+ * once per kind and reference; the actor is the session's role, as the
+ * journal trigger names it, not the owner.  Since 1.3 the kind ("reported"
+ * or "confirmed") and the reference are columns of the row, which readers
+ * go by; the note only tells a person.  1.2's journal has no such columns:
+ * there (kind NULL) the note, which names the reference, is the record.
  */
 void
-PaySqlJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *note)
+PaySqlJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *kind,
+						  Datum channel_ref, const char *note)
 {
-	Datum		args[3] = {
+	Datum		args[5] = {
 		bizno, CStringGetTextDatum(note),
-		CStringGetTextDatum(GetUserNameFromId(GetOuterUserId(), false))
+		CStringGetTextDatum(GetUserNameFromId(GetOuterUserId(), false)),
+		channel_ref, kind != NULL ? CStringGetTextDatum(kind) : (Datum) 0
 	};
 
-	RunPlan(catalog, PLAN_JOURNAL_SECOND_CHARGE, args, NULL);
+	RunPlan(catalog, kind != NULL ? PLAN_JOURNAL_SECOND_CHARGE_1_3 : PLAN_JOURNAL_SECOND_CHARGE,
+			args, NULL);
 }
 
 /*

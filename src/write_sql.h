@@ -38,7 +38,7 @@ extern bool PaySqlSetAmount(const PayCatalog *catalog, Datum bizno,
 							bool currency_null, Datum currency);
 extern bool PaySqlSettle(const PayCatalog *catalog, const PaySettleWrite *settle);
 extern void PaySqlJournalSecondCharge(const PayCatalog *catalog, Datum bizno,
-									  const char *note);
+									  const char *kind, Datum channel_ref, const char *note);
 extern void PaySqlRecordDeletion(const PayCatalog *catalog, Relation ledger, Datum bizno,
 								 PayStatus status, bool refund);
 extern void PaySqlJournalInsert(const PayCatalog *catalog, Relation journal,

@@ -196,7 +196,12 @@ while ($script =~
 	}
 	elsif (defined $index) { $constraint{$index} = 1; }
 	elsif (defined $dropped_index) { delete $constraint{$dropped_index}; }
-	elsif (defined $table && $columns =~ /\bPRIMARY\s+KEY\b/i) { $constraint{"${table}_pkey"} = 1; }
+	elsif (defined $table)
+	{
+		$constraint{"${table}_pkey"} = 1 if $columns =~ /\bPRIMARY\s+KEY\b/i;
+		# the constraints a table's definition names
+		$constraint{$1} = 1 while $columns =~ /\bCONSTRAINT\s+(pay_\w+)/gi;
+	}
 }
 cmp_ok(scalar(keys %constraint), '>', 0, 'the install script names constraints');
 ok($documented{$_}, "constraint $_ of the install script is in the refusal table")
