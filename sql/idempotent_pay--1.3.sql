@@ -2402,7 +2402,8 @@ REVOKE ALL ON FUNCTION @extschema@.pay_guard(), @extschema@.pay_ledger_bookkeepi
 
 -- Paying, repairing, reconciling and granting are for the roles granted
 -- them.  What anyone may still call is harmless: the bizNo functions,
--- pay_allowed, the value rules, pay_currency_list and pay_stats_counters.
+-- pay_allowed, the value rules, pay_currency_list, pay_stats_counters and
+-- pay_stats_subscribed.
 -- The views pay_transitions, pay_guards, pay_stats and pay_stats_transitions
 -- keep the default privileges, their owner's alone (pay_grant_operator grants
 -- the last three, and the functions the last two read through); pay_currencies

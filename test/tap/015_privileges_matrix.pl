@@ -119,7 +119,6 @@ my %call = (
 	'pay_reset(text,text)' => q{SELECT pay_reset('M-FAILED', 'the customer retries')},
 	'pay_transition(text,pay_status,text)' => q{SELECT pay_transition('M-PROCESSING', 'FAILED', 'declined by phone')},
 	'pay_confirm_second_charge(text,text)' => q{SELECT pay_confirm_second_charge('M-DOUBLE', 'BANK-OTHER')},
-	'pay_second_charge_reference()' => q{SELECT pay_second_charge_reference()},
 	'pay_second_charges()' => q{SELECT * FROM pay_second_charges()},
 	'pay_verify()' => q{SELECT * FROM pay_verify()},
 	'pay_reconcile(regclass,boolean,timestamp with time zone)' => q{SELECT * FROM pay_reconcile('bank_statement', true)},
@@ -265,6 +264,11 @@ my %superusers = map { $_ => 1 } @readme_superusers;
 for my $name (@readme_everyones)
 {
 	ok($everyones{$name}, "README: $name is open to everyone, and the install script leaves it to PUBLIC");
+}
+my %readme_everyone = map { $_ => 1 } @readme_everyones;
+for my $name (sort keys %everyones)
+{
+	ok($readme_everyone{$name}, "the install script leaves $name to PUBLIC, and README says so");
 }
 for my $name (@readme_superusers)
 {
