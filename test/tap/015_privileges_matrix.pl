@@ -56,7 +56,7 @@ die 'README.md\'s table of grants names no function' unless %readme;
 $after_table =~ /^(.*?) are open to\s+everyone/s
   or die 'README.md does not say after the table what is open to everyone';
 # (a view it names there is no function: pay_currencies is a view)
-(my $open = $1) =~ s/the views? `\w+`//g;
+(my $open = $1) =~ s/the\s+views?\s+`\w+`//g;
 my @readme_everyones = $open =~ /`(\w+)`/g;
 $after_table =~ /open to\s+everyone\.\s+(.*?) are the\s+superuser's/s
   or die 'README.md does not say after the table what is the superuser\'s';
@@ -138,8 +138,8 @@ my %call = (
 	'pay_stats_refresh(bigint)' => q{SELECT pay_stats_refresh(0)},
 	'pay_stats_read()' => q{SELECT * FROM pay_stats_read()},
 	'pay_stats_transitions_read()' => q{SELECT * FROM pay_stats_transitions_read()},
-	'pay_stats_second_charge(text,text,bigint,bigint,pg_snapshot)' =>
-	  q{SELECT pay_stats_second_charge('M-DOUBLE', 'second charge reported: BANK-OTHER', %DOUBLE_SEQ%, 0, pg_current_snapshot())},
+	'pay_stats_second_charge(text,text,text,bigint,bigint,pg_snapshot)' =>
+	  q{SELECT pay_stats_second_charge('M-DOUBLE', 'reported', 'BANK-OTHER', %DOUBLE_SEQ%, 0, pg_current_snapshot())},
 	'pay_stats_unfolded(bigint,pg_snapshot)' => q{SELECT * FROM pay_stats_unfolded(0, pg_current_snapshot())},
 	'pay_stats_running_transactions()' => q{SELECT pay_stats_running_transactions()},
 	'pay_stats_transactions_ended(text[])' => q{SELECT pay_stats_transactions_ended('{}')},
