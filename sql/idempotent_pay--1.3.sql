@@ -566,6 +566,71 @@ ALTER TABLE @extschema@.pay_archive_keys ENABLE ALWAYS TRIGGER pay_archive_keys_
 ALTER TABLE @extschema@.pay_archive_months ENABLE ALWAYS TRIGGER pay_archive_months_guard_truncate;
 ALTER TABLE @extschema@.pay_archive_counts ENABLE ALWAYS TRIGGER pay_archive_counts_guard_truncate;
 
+-- pay_archive_keys loses no hash: whatever writes it, pay_archive_add_keys'
+-- merge included, every hash of a row replaced or removed is, at commit,
+-- still in the row whose range covers it, and no row's range overlaps
+-- another's (the claim's lookup trusts the one row covering a hash).  A
+-- deferred check: the merge deletes rows before it inserts their
+-- successors.  Fires in every session mode, and reads the table as its
+-- owner: at commit, the session's role is whoever called pay_archive.
+CREATE FUNCTION @extschema@.pay_archive_keys_kept()
+RETURNS trigger
+AS $$
+DECLARE
+    lost bigint;
+    neighbour @extschema@.pay_archive_keys;
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.<>) 'INSERT' THEN
+        SELECT o.h INTO lost
+        FROM (SELECT o.h FROM pg_catalog.unnest(@extschema@.pay_archive_key_unpack(OLD.lo, OLD.hashes)) AS o(h)
+              EXCEPT
+              SELECT x.h FROM @extschema@.pay_archive_keys AS r,
+                              pg_catalog.unnest(@extschema@.pay_archive_key_unpack(r.lo, r.hashes)) AS x(h)
+              WHERE r.lo OPERATOR(pg_catalog.<=) OLD.hi AND r.hi OPERATOR(pg_catalog.>=) OLD.lo
+                AND x.h OPERATOR(pg_catalog.>=) r.lo AND x.h OPERATOR(pg_catalog.<=) r.hi) AS o
+        LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'pay_archive_keys would lose the hash % of an archived payment', lost
+                USING ERRCODE = '23514', CONSTRAINT = 'pay_archive_keys_kept',
+                      DETAIL = pg_catalog.format('The row from %s held it; no row covering it holds it now.', OLD.lo),
+                      HINT = 'The hashes refuse late retries of archived payments: only pay_archive adds to them, and nothing removes them.';
+        END IF;
+    END IF;
+    IF TG_OP OPERATOR(pg_catalog.<>) 'DELETE' THEN
+        -- the row as it is at commit, if still there
+        SELECT * INTO neighbour FROM @extschema@.pay_archive_keys AS k
+        WHERE k.lo OPERATOR(pg_catalog.<) NEW.lo ORDER BY k.lo DESC LIMIT 1;
+        IF FOUND AND neighbour.hi OPERATOR(pg_catalog.>=) NEW.lo
+           AND EXISTS (SELECT FROM @extschema@.pay_archive_keys AS k WHERE k.lo OPERATOR(pg_catalog.=) NEW.lo) THEN
+            RAISE EXCEPTION 'the rows of pay_archive_keys from % and from % would both answer for the hashes from %',
+                            neighbour.lo, NEW.lo, NEW.lo
+                USING ERRCODE = '23514', CONSTRAINT = 'pay_archive_keys_kept';
+        END IF;
+        SELECT * INTO neighbour FROM @extschema@.pay_archive_keys AS k
+        WHERE k.lo OPERATOR(pg_catalog.>) NEW.lo ORDER BY k.lo LIMIT 1;
+        IF FOUND AND neighbour.lo OPERATOR(pg_catalog.<=)
+                     (SELECT k.hi FROM @extschema@.pay_archive_keys AS k WHERE k.lo OPERATOR(pg_catalog.=) NEW.lo) THEN
+            RAISE EXCEPTION 'the rows of pay_archive_keys from % and from % would both answer for the hashes from %',
+                            NEW.lo, neighbour.lo, neighbour.lo
+                USING ERRCODE = '23514', CONSTRAINT = 'pay_archive_keys_kept';
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_archive_keys_kept() IS
+'Constraint trigger of pay_archive_keys, checked at commit: no hash of a row replaced or removed is lost, no two rows'' ranges overlap';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_archive_keys_kept() FROM PUBLIC;
+
+CREATE CONSTRAINT TRIGGER pay_archive_keys_kept
+    AFTER INSERT OR UPDATE OR DELETE ON @extschema@.pay_archive_keys
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_archive_keys_kept();
+ALTER TABLE @extschema@.pay_archive_keys ENABLE ALWAYS TRIGGER pay_archive_keys_kept;
+
 -- The ledger across the database's life (src/lifecycle.c): dropping the
 -- extension, its schema or its owner's objects would drop the payments
 -- with it, so while the ledger holds one that is refused.

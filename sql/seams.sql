@@ -60,6 +60,38 @@ SELECT outcome($$TRUNCATE pay_archive_keys$$) AS replica_truncate_keys,
        outcome($$TRUNCATE pay_archive_runs$$) AS replica_truncate_runs;
 RESET session_replication_role;
 
+-- The hashes only grow: at commit, every hash of a row replaced or removed
+-- is still in the row covering it, and no two rows' ranges overlap.
+SELECT count(*) > 0 AS some_archived_keys FROM pay_archive_keys;
+SELECT sum(cardinality(pay_archive_key_unpack(lo, hashes))) AS hashes_before FROM pay_archive_keys \gset
+\set VERBOSITY sqlstate
+BEGIN;
+DELETE FROM pay_archive_keys;
+COMMIT;
+\set VERBOSITY default
+BEGIN;
+SET CONSTRAINTS pay_archive_keys_kept IMMEDIATE;
+SELECT outcome($$WITH d AS (DELETE FROM pay_archive_keys RETURNING 1) SELECT count(*) FROM d$$) AS delete_keys,
+       outcome($$WITH u AS (UPDATE pay_archive_keys SET hashes = '\x' RETURNING 1) SELECT count(*) FROM u$$) AS empty_rows,
+       outcome($$WITH u AS (UPDATE pay_archive_keys SET hi = lo WHERE lo = (SELECT min(lo) FROM pay_archive_keys) RETURNING 1) SELECT count(*) FROM u$$) AS shrink_range,
+       outcome($$INSERT INTO pay_archive_keys SELECT lo + 1, lo + 1, '' FROM pay_archive_keys ORDER BY lo LIMIT 1 RETURNING lo$$) AS shadow_range;
+SET LOCAL session_replication_role = replica;
+SELECT outcome($$WITH d AS (DELETE FROM pay_archive_keys RETURNING 1) SELECT count(*) FROM d$$) AS replica_delete_keys;
+ROLLBACK;
+-- shrinking a row's range and putting a row of no archived hash over the gap
+BEGIN;
+UPDATE pay_archive_keys SET hi = lo WHERE lo = (SELECT min(lo) FROM pay_archive_keys);
+INSERT INTO pay_archive_keys SELECT lo + 1, 9223372036854775807, '' FROM pay_archive_keys ORDER BY lo LIMIT 1;
+\set VERBOSITY sqlstate
+COMMIT;
+\set VERBOSITY default
+SELECT sum(cardinality(pay_archive_key_unpack(lo, hashes))) = :hashes_before AS every_hash_kept FROM pay_archive_keys;
+-- a hash added (the merge pay_archive runs) is fine
+BEGIN;
+SET CONSTRAINTS pay_archive_keys_kept IMMEDIATE;
+SELECT outcome($$SELECT pay_archive_add_keys('{4242, 4243}')$$) AS merge;
+ROLLBACK;
+
 -- 5. pay_stats' counts are tables the owner can write; pay_verify compares
 -- them with a full count of the same snapshot and names each difference.
 SELECT count(*) AS stats_problems_before FROM pay_verify() WHERE problem LIKE 'pay_stats%';

@@ -19,7 +19,7 @@ SELECT col_is_pk('pay_ledger', 'bizno');
 SELECT index_is_unique('pay_ledger', 'pay_ledger_prefix_biz_id_key');
 SELECT has_table('pay_journal');
 SELECT columns_are('pay_journal', ARRAY['seq', 'bizno', 'attempt', 'from_status', 'to_status',
-    'amount', 'at', 'txid', 'actor', 'note', 'currency']);
+    'amount', 'at', 'txid', 'actor', 'note', 'currency', 'channel_ref', 'second_charge']);
 SELECT trigger_is('pay_ledger', 'pay_ledger_guard', 'pay_guard');
 SELECT trigger_is('pay_journal', 'pay_journal_guard', 'pay_guard');
 SELECT is((SELECT string_agg(tgrelid::regclass || '.' || tgname || ':' || tgenabled::text, ','
