@@ -19,6 +19,7 @@ OBJS = \
 	src/api_archive.o \
 	src/bizno.o \
 	src/lifecycle.o \
+	src/ddl.o \
 	src/route.o \
 	src/proxied.o \
 	src/stats.o \
