@@ -966,6 +966,16 @@ AS $$
     SELECT NULL, pg_catalog.format('the archive of %s: %s', pg_catalog.to_char(v.month, 'YYYY-MM'), v.problem)
     FROM @extschema@.pay_archive_verify() AS v
     WHERE v.problem IS NOT NULL
+    UNION ALL
+    -- each step the journal records is one the state machine allows (the
+    -- same state again, as a second charge's or an amount change's row, is
+    -- no step): what the guard refuses may still be journaled where it did
+    -- not fire, or with the type's labels changed in the catalog
+    SELECT e.bizno, pg_catalog.format('journal entry %s goes from %s to %s, which the state machine does not allow',
+                                      e.seq, COALESCE(e.from_status::text, 'nothing'), e.to_status)
+    FROM entries AS e
+    WHERE e.from_status IS DISTINCT FROM e.to_status
+      AND NOT @extschema@.pay_allowed(e.from_status, e.to_status)
     -- pay_stats against a full count of the same snapshot: its counts are
     -- tables an owner could write by hand
     UNION ALL
