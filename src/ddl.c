@@ -28,7 +28,9 @@
  *		(write_direct.c) and pay_keep_guards_always restores ALWAYS;
  *	  - ALTER TABLE ... SET / RESET (storage parameters), SET STATISTICS,
  *		CLUSTER ON and SET WITHOUT CLUSTER: the planner's and vacuum's
- *		settings, which change no row and no rule;
+ *		settings, which change no row and no rule; and ALTER TABLE / ALTER
+ *		DOMAIN ... VALIDATE CONSTRAINT, which only checks the rows (the
+ *		update to 1.2 leaves the domains' checks for a DBA to validate);
  *	  - the archive's own forms, which pay_archive_partitions and a restore
  *		of pg_dump's output issue: a month partition's ADD PRIMARY KEY or
  *		UNIQUE, and ALTER TABLE ONLY pay_ledger_archive (pay_journal_archive)
@@ -238,6 +240,7 @@ AlterTableCmdVerdict(const DdlTarget *target, Oid relid, AlterTableCmd *cmd)
 		case AT_SetStatistics:
 		case AT_ClusterOn:
 		case AT_DropCluster:
+		case AT_ValidateConstraint:
 			return DDL_ALLOWED;
 		case AT_AddConstraint:
 		case AT_AddIndex:
@@ -317,8 +320,15 @@ StatementVerdict(DdlTarget *target, Node *parsetree)
 			target->typid = TypeOfNames(((AlterEnumStmt *) parsetree)->typeName);
 			break;
 		case T_AlterDomainStmt:
-			target->typid = TypeOfNames(((AlterDomainStmt *) parsetree)->typeName);
-			break;
+			{
+				AlterDomainStmt *stmt = (AlterDomainStmt *) parsetree;
+
+				target->typid = TypeOfNames(stmt->typeName);
+				/* VALIDATE CONSTRAINT checks the rows, and changes no rule */
+				if (stmt->subtype == 'V')
+					return IsOurType(target, target->typid) ? DDL_ALLOWED : DDL_NOT_OURS;
+				break;
+			}
 		case T_AlterTypeStmt:
 			target->typid = TypeOfNames(((AlterTypeStmt *) parsetree)->typeName);
 			break;
