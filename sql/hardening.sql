@@ -1,6 +1,10 @@
 -- Hardening: what a misuse, an odd input or a DBA's change must never do --
 -- crash a backend, spin, accept what the machine forbids, or drop a value.
 
+-- The DBA's DDL on the extension's tables below is maintenance, which
+-- idempotent_pay.maintenance lets through (and pay_maintenance_log records).
+SET idempotent_pay.maintenance = on;
+
 -- 1. The trigger protocol.  Called directly or fired the wrong way, every
 -- trigger function of the extension answers 39P01; the backend lives on.
 SELECT outcome($$SELECT pay_ledger_journal()$$) AS journal,
@@ -305,3 +309,5 @@ WHERE state <> 'value' AND left(state, 2) NOT IN ('22', '23', '42', '55') AND st
 SELECT channel_ref, confirmed FROM pay_second_charges() WHERE bizno = 'H-NULLS';
 SELECT pay_confirm_second_charge('H-NULLS', 'BANK-H-NULLS');
 SELECT * FROM pay_verify();
+
+RESET idempotent_pay.maintenance;

@@ -684,6 +684,50 @@ CREATE EVENT TRIGGER pay_keep_guards_always ON ddl_command_end
     EXECUTE FUNCTION @extschema@.pay_keep_guards_always();
 ALTER EVENT TRIGGER pay_keep_guards_always ENABLE ALWAYS;
 
+-- DDL on the extension's own objects (src/ddl.c): a column rewritten, an
+-- enum label renamed, a trigger, rule or policy of one's own on the ledger
+-- can each make a settled payment payable again, so such DDL is refused,
+-- superusers' too, unless a superuser has set idempotent_pay.maintenance.
+-- What maintenance lets through is recorded here, append-only.
+CREATE TABLE @extschema@.pay_maintenance_log (
+    at                  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    actor               text NOT NULL,
+    command_tag         text NOT NULL,
+    object              text NOT NULL,
+    command             text,
+    txid                xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id()
+);
+
+COMMENT ON TABLE @extschema@.pay_maintenance_log IS
+'One row per DDL statement on the extension''s objects let through by idempotent_pay.maintenance: when, by whom, what, the statement, its transaction; append-only';
+
+CREATE TRIGGER pay_maintenance_log_guard
+    BEFORE UPDATE OR DELETE ON @extschema@.pay_maintenance_log
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard();
+CREATE TRIGGER pay_maintenance_log_guard_truncate
+    BEFORE TRUNCATE ON @extschema@.pay_maintenance_log
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
+ALTER TABLE @extschema@.pay_maintenance_log ENABLE ALWAYS TRIGGER pay_maintenance_log_guard;
+ALTER TABLE @extschema@.pay_maintenance_log ENABLE ALWAYS TRIGGER pay_maintenance_log_guard_truncate;
+
+REVOKE ALL ON @extschema@.pay_maintenance_log FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.pay_refuse_ddl()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'pay_refuse_ddl'
+LANGUAGE C;
+
+COMMENT ON FUNCTION @extschema@.pay_refuse_ddl() IS
+'Event trigger refusing DDL on the extension''s tables, types and domains (55000 pay_ddl_refused) outside its scripts, the archive''s and pg_repack''s own forms, and idempotent_pay.maintenance, which records it in pay_maintenance_log';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_refuse_ddl() FROM PUBLIC;
+
+CREATE EVENT TRIGGER pay_refuse_ddl ON ddl_command_start
+    WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE', 'ALTER DOMAIN', 'CREATE TRIGGER', 'ALTER TRIGGER',
+                 'CREATE RULE', 'ALTER RULE', 'CREATE POLICY', 'ALTER POLICY')
+    EXECUTE FUNCTION @extschema@.pay_refuse_ddl();
+ALTER EVENT TRIGGER pay_refuse_ddl ENABLE ALWAYS;
+
 
 /* 4. The bizNo and the state machine -------------------------------------- */
 
@@ -1493,6 +1537,16 @@ AS $$
     SELECT NULL, pg_catalog.format('the archive of %s: %s', pg_catalog.to_char(v.month, 'YYYY-MM'), v.problem)
     FROM @extschema@.pay_archive_verify() AS v
     WHERE v.problem IS NOT NULL
+    UNION ALL
+    -- each step the journal records is one the state machine allows (the
+    -- same state again, as a second charge's or an amount change's row, is
+    -- no step): what the guard refuses may still be journaled where it did
+    -- not fire, or with the type's labels changed in the catalog
+    SELECT e.bizno, pg_catalog.format('journal entry %s goes from %s to %s, which the state machine does not allow',
+                                      e.seq, COALESCE(e.from_status::text, 'nothing'), e.to_status)
+    FROM entries AS e
+    WHERE e.from_status IS DISTINCT FROM e.to_status
+      AND NOT @extschema@.pay_allowed(e.from_status, e.to_status)
     -- pay_stats against a full count of the same snapshot: its counts are
     -- tables an owner could write by hand
     UNION ALL
@@ -2613,3 +2667,6 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_archive_runs_run_seq
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_archive_counts', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_ledger_archive_default', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_journal_archive_default', '');
+
+-- The record of maintenance DDL, kept across a dump and restore.
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.pay_maintenance_log', '');

@@ -114,6 +114,19 @@ ForgetTypes(Datum arg, int cacheid, uint32 hashvalue)
 	}
 }
 
+/*
+ * An enum label changed, by DDL or by a catalog update: which one is not
+ * worth telling (its hash is the label's), and labels change rarely, so
+ * the types are looked up again.  A label renamed under the state machine
+ * must not go on being read by its old name.
+ */
+static void
+ForgetLabels(Datum arg, int cacheid, uint32 hashvalue)
+{
+	types_valid = false;
+	invalidations++;
+}
+
 static void
 ForgetTables(Datum arg, Oid relid)
 {
@@ -357,6 +370,7 @@ PayCatalogGet(FunctionCallInfo fcinfo)
 	if (!callbacks_registered)
 	{
 		CacheRegisterSyscacheCallback(TYPEOID, ForgetTypes, (Datum) 0);
+		CacheRegisterSyscacheCallback(ENUMOID, ForgetLabels, (Datum) 0);
 		CacheRegisterSyscacheCallback(NAMESPACEOID, ForgetTypes, (Datum) 0);
 		CacheRegisterRelcacheCallback(ForgetTables, (Datum) 0);
 		CacheRegisterSyscacheCallback(CONSTROID, ForgetConstraints, (Datum) 0);

@@ -79,6 +79,8 @@ static const PayReasonSpec reasons[PAY_REASON_COUNT] = {
 	"Refund at most %s, the rest of the capture; a failed refund frees its share."},
 	[PAY_REASON_ARCHIVED] = {"pay_archived", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 	"This payment was archived; never charge it."},
+	[PAY_REASON_DDL_REFUSED] = {"pay_ddl_refused", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	"For deliberate maintenance, a superuser runs SET idempotent_pay.maintenance = on first: the DDL then passes and is recorded in pay_maintenance_log (doc/operations.md)."},
 };
 
 int

@@ -29,6 +29,7 @@ char	   *pay_notify_channel = NULL;
 char	   *pay_journal_note = NULL;
 int			pay_parameter_change = PAY_PARAMETER_CHANGE_ALLOW;
 int			pay_max_response_bytes = 65536;
+bool		pay_maintenance = false;
 
 static const struct config_enum_entry retry_failed_options[] = {
 	{"auto", PAY_RETRY_AUTO, false},
@@ -131,6 +132,21 @@ PayDefineSettings(void)
 							   PGC_SUSET,
 							   0,
 							   CheckNotifyChannel, NULL, NULL);
+
+	/*
+	 * Superuser-only: DDL on the extension's own objects can undo what it
+	 * guarantees, so it passes only where a superuser says so, and each
+	 * statement is recorded (pay_refuse_ddl, src/ddl.c).
+	 */
+	DefineCustomBoolVariable("idempotent_pay.maintenance",
+							 "Lets DDL change the extension's own tables, types and domains.",
+							 "Each statement it lets through is recorded in pay_maintenance_log; "
+							 "set it for the maintenance alone (SET LOCAL).",
+							 &pay_maintenance,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomStringVariable("idempotent_pay.journal_note",
 							   "Note written to the journal rows of transitions that come without one.",

@@ -41,6 +41,9 @@ extern int	pay_parameter_change;
 /* idempotent_pay.max_response_bytes: the largest response stored */
 extern int	pay_max_response_bytes;
 
+/* idempotent_pay.maintenance: may DDL change the extension's objects? */
+extern bool pay_maintenance;
+
 extern void PayDefineSettings(void);
 
 #endif							/* PAY_SETTINGS_H */

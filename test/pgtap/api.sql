@@ -38,7 +38,9 @@ SELECT is((SELECT string_agg(tgrelid::regclass || '.' || tgname || ':' || tgenab
           'pay_ledger_archive.pay_ledger_archive_guard:A,pay_ledger_archive.pay_ledger_archive_guard_truncate:A,'
           'pay_ledger_archive.pay_ledger_archive_moved:A,'
           'pay_ledger_archive_default.pay_ledger_archive_guard:A,'
-          'pay_ledger_archive_default.pay_ledger_archive_moved:A',
+          'pay_ledger_archive_default.pay_ledger_archive_moved:A,'
+          'pay_maintenance_log.pay_maintenance_log_guard:A,'
+          'pay_maintenance_log.pay_maintenance_log_guard_truncate:A',
           'the guards and the archive''s trigger fire always, replica role included, on every partition');
 SELECT ok((SELECT count(*) = 2 FROM pg_extension e, unnest(e.extconfig) AS c
            WHERE e.extname = 'idempotent_pay'
