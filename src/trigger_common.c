@@ -269,10 +269,21 @@ PayDeformLedgerRow(Relation rel, HeapTuple tuple, PayLedgerValues *row)
 {
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 
-	row->tuple = tuple;
 	row->values = palloc(tupdesc->natts * sizeof(Datum));
 	row->nulls = palloc(tupdesc->natts * sizeof(bool));
-	heap_deform_tuple(tuple, tupdesc, row->values, row->nulls);
+	PayDeformLedgerRowInto(rel, tuple, row);
+}
+
+/*
+ * The same into the arrays row already has, of the relation's number of
+ * columns: for the guard, which fires on every payment's UPDATE and keeps
+ * its arrays for the statement instead of allocating them per row.
+ */
+void
+PayDeformLedgerRowInto(Relation rel, HeapTuple tuple, PayLedgerValues *row)
+{
+	row->tuple = tuple;
+	heap_deform_tuple(tuple, RelationGetDescr(rel), row->values, row->nulls);
 }
 
 /*
