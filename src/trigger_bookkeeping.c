@@ -25,7 +25,8 @@
  *
  * It does not fire under session_replication_role = replica, and leaves
  * alone a row a restore of pg_dump's output inserts (PayRestoring): a
- * replica or a restore receives the derived columns as they were.
+ * replica or a restore receives the derived columns as they were.  What
+ * must hold there too is the guard's.
  *
  *-------------------------------------------------------------------------
  */
