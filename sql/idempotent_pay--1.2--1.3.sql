@@ -18,11 +18,19 @@ COMMENT ON VIEW @extschema@.pay_currencies IS
 GRANT SELECT ON @extschema@.pay_currencies TO PUBLIC;
 
 -- Every write of the ledger holds to 1.3's rules for a payment's values:
--- a known currency, an amount in its minor units, a success's reference,
--- bounded texts (src/journal.c).
+-- a known currency, an amount in its minor units, bounded texts
+-- (src/trigger_bookkeeping.c).
 CREATE OR REPLACE FUNCTION @extschema@.pay_ledger_bookkeeping()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'pay_ledger_bookkeeping_1_3'
+LANGUAGE C;
+
+-- The guard holds a success's answer in every session mode, a replica's
+-- apply included: it enters SUCCESS only with the bank's reference, which
+-- then never changes, nor does its response (src/trigger_guard.c).
+CREATE OR REPLACE FUNCTION @extschema@.pay_guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'pay_guard_1_3'
 LANGUAGE C;
 
 -- The API binds 1.3's entry points (src/ledger.c): the attempt required,

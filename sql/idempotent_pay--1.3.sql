@@ -433,10 +433,12 @@ REVOKE ALL ON @extschema@.pay_ledger_archive, @extschema@.pay_journal_archive,
 -- The guard (src/trigger_guard.c): one trigger function for the ledger, the
 -- journal and the user tables pay_protect guards.  Its arguments name the status
 -- column and the columns frozen once a payment is under way; without
--- arguments the table is append-only.
+-- arguments the table is append-only.  On the ledger it also holds, in
+-- every session mode, a payment's identity, its count of attempts and a
+-- success's answer, and refuses a new row of an archived payment.
 CREATE FUNCTION @extschema@.pay_guard()
 RETURNS trigger
-AS 'MODULE_PATHNAME', 'pay_guard'
+AS 'MODULE_PATHNAME', 'pay_guard_1_3'
 LANGUAGE C;
 
 COMMENT ON FUNCTION @extschema@.pay_guard() IS
@@ -445,8 +447,7 @@ COMMENT ON FUNCTION @extschema@.pay_guard() IS
 -- The ledger's own triggers (src/trigger_bookkeeping.c and
 -- src/trigger_journal.c).  Bookkeeping fills the derived columns and holds
 -- every write to 1.3's rules for a payment's values (a known currency, an
--- amount in its minor units, a success's reference, bounded texts) and to
--- the rules of refunds.
+-- amount in its minor units, bounded texts) and to the rules of refunds.
 CREATE FUNCTION @extschema@.pay_ledger_bookkeeping()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'pay_ledger_bookkeeping_1_3'

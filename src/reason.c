@@ -37,6 +37,8 @@ static const PayReasonSpec reasons[PAY_REASON_COUNT] = {
 	"A payment being charged or paid keeps these values; record a new payment for new ones."},
 	[PAY_REASON_IMMUTABLE_COLUMN] = {"pay_immutable_column", ERRCODE_CHECK_VIOLATION,
 	"Record a new payment instead of changing this one's identity."},
+	[PAY_REASON_ATTEMPT_COUNT] = {"pay_attempt_count", ERRCODE_CHECK_VIOLATION,
+	"Leave attempt to the ledger: it counts the payment's entries into PROCESSING."},
 	[PAY_REASON_FROZEN_ANSWER] = {"pay_frozen_answer", ERRCODE_CHECK_VIOLATION,
 	"Answer retries with the stored response."},
 	[PAY_REASON_SUCCESS_REFERENCE] = {"pay_success_reference", ERRCODE_CHECK_VIOLATION,

@@ -30,8 +30,9 @@ typedef enum PayReasonId
 	PAY_REASON_APPEND_ONLY,
 	PAY_REASON_PROTECTED_ROW,
 	PAY_REASON_FROZEN_COLUMN,
-	/* the ledger's bookkeeping trigger */
+	/* pay_guard on the ledger alone */
 	PAY_REASON_IMMUTABLE_COLUMN,
+	PAY_REASON_ATTEMPT_COUNT,
 	PAY_REASON_FROZEN_ANSWER,
 	PAY_REASON_SUCCESS_REFERENCE,
 	/* the API */

@@ -7,26 +7,26 @@
  * pay_ledger_bookkeeping() (BEFORE INSERT OR UPDATE) keeps the columns no
  * writer may choose: prefix and biz_id come from the bizNo (a refund has
  * none: its order is its parent's), attempt counts the entries into
- * PROCESSING, processing_since, created_at and updated_at are stamped, and
- * bizno, prefix, biz_id, created_at and a refund's parent and refund_key
- * never change (constraint name pay_immutable_column), nor does the
- * response of a SUCCESS (pay_frozen_answer).  A refund is held to the rules
- * of refunds (refund.c) when it is recorded, when it enters PROCESSING and
- * when its amount or currency changes.  note is the note of this write: an
- * UPDATE that does not set it leaves it NULL, so a note is never carried
- * over to a later change.
+ * PROCESSING, processing_since, created_at and updated_at are stamped.  A
+ * refund is held to the rules of refunds (refund.c) when it is recorded,
+ * when it enters PROCESSING and when its amount or currency changes.  note
+ * is the note of this write: an UPDATE that does not set it leaves it NULL,
+ * so a note is never carried over to a later change.  The rules that keep
+ * a payment's identity, its count of attempts and a success's answer, and
+ * the refusal of an archived payment's new row, are the guard's
+ * (trigger_guard.c), which fires in every session mode.
  *
  * The SQL of 1.3 binds pay_ledger_bookkeeping_1_3, which also holds every
  * write to 1.3's rules for a payment's values (amount.c): a currency is an
  * active ISO 4217 code and the amount fits its minor units (22023), a
- * payment enters PROCESSING only with its amount and currency (23502) and
- * SUCCESS only with the bank's reference (23514, pay_success_reference),
- * and its texts are bounded (22001, 54000).  Rows a write does not change
- * are left as they are.
+ * payment enters PROCESSING only with its amount and currency (23502), and
+ * its texts are bounded (22001, 54000).  Rows a write does not change are
+ * left as they are.
  *
  * It does not fire under session_replication_role = replica, and leaves
  * alone a row a restore of pg_dump's output inserts (PayRestoring): a
- * replica or a restore receives the derived columns as they were.
+ * replica or a restore receives the derived columns as they were.  What
+ * must hold there too is the guard's.
  *
  *-------------------------------------------------------------------------
  */
@@ -75,24 +75,6 @@ CheckNotCleared(Relation rel, const PayLedgerValues *old, const PayLedgerValues 
 			 errtablecol(rel, attnum)));
 }
 
-/* Refuse a change of a column that never changes once written. */
-static void
-CheckUnchanged(Relation rel, const PayLedgerValues *old, const PayLedgerValues *new,
-			   AttrNumber attnum)
-{
-	Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
-
-	if (PayLedgerValueUnchanged(rel, old, new, attnum))
-		return;
-	ereport(ERROR,
-			(errmsg("column \"%s\" of table \"pay_ledger\" never changes",
-					NameStr(attr->attname)),
-			 errdetail("%s: \"%s\" is fixed when the payment is recorded.",
-					   PayRowKeyDescription(rel, old->tuple), NameStr(attr->attname)),
-			 errtable(rel),
-			 PayReason(PAY_REASON_IMMUTABLE_COLUMN)));
-}
-
 /*
  * Hold a text column the write sets to its bound: characters (22001), or
  * bytes for the response (54000).  Only a value longer in bytes than the
@@ -116,8 +98,9 @@ CheckColumnBound(Relation rel, const PayLedgerValues *row, AttrNumber attnum, in
 
 /*
  * The rules of 1.3 for the values of the row a write leaves, checked for
- * what it changes (old NULL for an INSERT): currency and amount, the bank's
- * reference of a success, the bounds of the texts.
+ * what it changes (old NULL for an INSERT): currency and amount, the
+ * amount and currency of a charge, the bank's reference's form, the bounds
+ * of the texts.
  */
 static void
 CheckPaymentValues(const PayCatalog *catalog, Relation rel, const PayLedgerValues *old,
@@ -156,13 +139,6 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, const PayLedgerValue
 					 errhint("Pass the amount and currency with the claim: pay_claim(bizno, amount, currency)."),
 					 errtablecol(rel, missing)));
 	}
-	if (status == PAY_SUCCESS && PayTransitionVerdict(from, status) == PAY_LEGAL &&
-		PayLedgerValueIsNull(row, col[LEDGER_CHANNEL_REF]))
-		ereport(ERROR,
-				(errmsg("a payment enters SUCCESS only with the bank's reference"),
-				 errdetail("%s has no channel_ref.", PayRowKeyDescription(rel, row->tuple)),
-				 errtable(rel),
-				 PayReason(PAY_REASON_SUCCESS_REFERENCE)));
 	if (CHANGED(col[LEDGER_CHANNEL_REF]))
 	{
 		Datum		channel_ref = PayLedgerValue(row, col[LEDGER_CHANNEL_REF], &isnull);
@@ -202,21 +178,6 @@ Derive(PayLedgerValues *row, AttrNumber column, Datum value, bool isnull)
 }
 
 /*
- * A new row of an archived payment -- its key, or the business action of
- * a bizNo of pay_bizno, a refund's being its payment's -- would charge it
- * again: refused (55000), whoever inserts it.
- */
-static void
-RefuseArchived(const PayCatalog *catalog, text *bizno)
-{
-	if (PayArchiveHoldsNewRow(catalog, PointerGetDatum(bizno)))
-		ereport(ERROR,
-				(errmsg("payment %s was archived", text_to_cstring(bizno)),
-				 errdetail("The archive holds this bizNo or its business action; a new row would charge it again."),
-				 PayReason(PAY_REASON_ARCHIVED)));
-}
-
-/*
  * A new row: prefix and biz_id from a generated bizNo (a refund's are its
  * parent's, whose order it is), attempt, processing_since and created_at.
  * false when a restore inserts it: its history comes as it was.
@@ -237,7 +198,6 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, PayLedgerValues *row, Da
 
 	is_refund = col[LEDGER_PARENT] != InvalidAttrNumber &&
 		!PayLedgerValueIsNull(row, col[LEDGER_PARENT]);
-	RefuseArchived(catalog, bizno);
 	generated = generated && !is_refund;
 	derived->check_refund = is_refund;
 	derived->entering_processing = status == PAY_PROCESSING;
@@ -257,9 +217,9 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, PayLedgerValues *row, Da
 }
 
 /*
- * An update: the identity never changes, nor does a success's answer;
- * attempt and processing_since move on entering PROCESSING and are kept
- * otherwise; a note not set by this write is cleared.
+ * An update: attempt and processing_since move on entering PROCESSING and
+ * are kept otherwise (the guard then holds attempt to that count in every
+ * mode); a note not set by this write is cleared.
  */
 static void
 DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const PayLedgerValues *old,
@@ -275,16 +235,8 @@ DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const PayLedger
 	PayStatus	from;
 	PayStatus	status;
 
-	CheckUnchanged(rel, old, row, col[LEDGER_BIZNO]);
-	CheckUnchanged(rel, old, row, col[LEDGER_PREFIX]);
-	CheckUnchanged(rel, old, row, col[LEDGER_BIZ_ID]);
-	CheckUnchanged(rel, old, row, col[LEDGER_CREATED_AT]);
 	if (col[LEDGER_PARENT] != InvalidAttrNumber)
-	{
-		CheckUnchanged(rel, old, row, col[LEDGER_PARENT]);
-		CheckUnchanged(rel, old, row, col[LEDGER_REFUND_KEY]);
 		is_refund = !PayLedgerValueIsNull(row, col[LEDGER_PARENT]);
-	}
 
 	CheckNotCleared(rel, old, row, col[LEDGER_AMOUNT]);
 	CheckNotCleared(rel, old, row, col[LEDGER_CURRENCY]);
@@ -294,14 +246,6 @@ DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const PayLedger
 	status = PayLedgerStatus(catalog, rel, row);
 	if (values_1_3)
 		CheckPaymentValues(catalog, rel, old, row, from, status);
-	if (from == PAY_SUCCESS && col[LEDGER_RESPONSE] != InvalidAttrNumber &&
-		!PayLedgerValueUnchanged(rel, old, row, col[LEDGER_RESPONSE]))
-		ereport(ERROR,
-				(errmsg("the response of a successful payment never changes"),
-				 errdetail("%s is SUCCESS: its first response is the one every retry replays.",
-						   PayRowKeyDescription(rel, old->tuple)),
-				 errtable(rel),
-				 PayReason(PAY_REASON_FROZEN_ANSWER)));
 
 	derived->entering_processing = from != PAY_PROCESSING && status == PAY_PROCESSING;
 	derived->check_refund = is_refund &&

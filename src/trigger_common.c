@@ -123,7 +123,11 @@ PayColumnNumber(Relation rel, const char *column)
  * arrives with the data).  The API's own writes run inside SECURITY
  * DEFINER functions, which a restore never does, so they are never taken
  * for one.  A superuser who sets both by hand is restoring, as far as the
- * guard can tell.
+ * guard can tell: so restoring grants only what session_replication_role =
+ * replica grants the same superuser -- rows in any state, as they were --
+ * and nothing that decides whether a payment is charged.  The guard refuses
+ * a new row of an archived payment and holds a payment's identity and a
+ * success's answer whether or not a write is taken for a restore.
  */
 bool
 PayRestoring(void)
@@ -269,10 +273,21 @@ PayDeformLedgerRow(Relation rel, HeapTuple tuple, PayLedgerValues *row)
 {
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 
-	row->tuple = tuple;
 	row->values = palloc(tupdesc->natts * sizeof(Datum));
 	row->nulls = palloc(tupdesc->natts * sizeof(bool));
-	heap_deform_tuple(tuple, tupdesc, row->values, row->nulls);
+	PayDeformLedgerRowInto(rel, tuple, row);
+}
+
+/*
+ * The same into the arrays row already has, of the relation's number of
+ * columns: for the guard, which fires on every payment's UPDATE and keeps
+ * its arrays for the statement instead of allocating them per row.
+ */
+void
+PayDeformLedgerRowInto(Relation rel, HeapTuple tuple, PayLedgerValues *row)
+{
+	row->tuple = tuple;
+	heap_deform_tuple(tuple, RelationGetDescr(rel), row->values, row->nulls);
 }
 
 /*

@@ -61,6 +61,7 @@ typedef struct PayLedgerValues
 extern const PayCatalog *PayCheckLedgerTrigger(FunctionCallInfo fcinfo, const char *function,
 											   TriggerEvent timing, int events);
 extern void PayDeformLedgerRow(Relation rel, HeapTuple tuple, PayLedgerValues *row);
+extern void PayDeformLedgerRowInto(Relation rel, HeapTuple tuple, PayLedgerValues *row);
 extern Datum PayRequiredValue(Relation rel, const PayLedgerValues *row, AttrNumber attnum);
 extern PayStatus PayLedgerStatus(const PayCatalog *catalog, Relation rel,
 								 const PayLedgerValues *row);

@@ -24,6 +24,19 @@
  * replica's apply), and in a restore of pg_dump's output (PayRestoring).
  * UPDATE and DELETE are guarded there too.
  *
+ * On the ledger the guard also holds the rules that keep a payment's
+ * identity and its settled answer, because it is the ledger's one trigger
+ * that fires in every session mode (the bookkeeping trigger does not fire
+ * under replica): bizno, prefix, biz_id, created_at, a refund's parent and
+ * refund_key never change; attempt changes only by entering PROCESSING,
+ * by one; a SUCCESS keeps its response and, since 1.3 (pay_guard_1_3), its
+ * bank reference, which it enters SUCCESS with.  Amount and currency are
+ * frozen by the arguments, as on any guarded table.  A new ledger row of an
+ * archived payment is refused in every mode, a restore's included: the
+ * one row that would charge an archived payment again.  The ledger's rows
+ * are deformed once per version of a row, into arrays the guard keeps for
+ * the statement.
+ *
  * The column numbers are resolved from the trigger's arguments and the
  * relation's descriptor once per statement and kept in fn_extra: no catalog
  * or SPI lookup per row.
@@ -57,13 +70,42 @@ typedef struct GuardConfig
 	int			nfrozen;
 	AttrNumber *frozen_attnums;
 	const PayCatalog *catalog;
+
+	/* the ledger, held to its own rules too, on rows deformed into these */
+	bool		ledger;
+	bool		rules_1_3;		/* bound as pay_guard_1_3 */
+	int			natts;			/* of the arrays of old_row and new_row */
+	PayLedgerValues old_row;
+	PayLedgerValues new_row;
 } GuardConfig;
 
 PG_FUNCTION_INFO_V1(pay_guard);
+PG_FUNCTION_INFO_V1(pay_guard_1_3);
 PG_FUNCTION_INFO_V1(pay_allowed);
 
+/*
+ * The guard's arrays for the two versions of a ledger row, sized to the
+ * relation's columns: allocated once, and again only when an ALTER TABLE
+ * changed the number of columns while the guard was kept (a direct write
+ * keeps its trigger functions across statements).
+ */
+static void
+SizeLedgerRows(FunctionCallInfo fcinfo, GuardConfig *config, Relation rel)
+{
+	int			natts = RelationGetDescr(rel)->natts;
+	MemoryContext mcxt = fcinfo->flinfo->fn_mcxt;
+
+	if (config->natts == natts)
+		return;
+	config->old_row.values = MemoryContextAlloc(mcxt, natts * sizeof(Datum));
+	config->old_row.nulls = MemoryContextAlloc(mcxt, natts * sizeof(bool));
+	config->new_row.values = MemoryContextAlloc(mcxt, natts * sizeof(Datum));
+	config->new_row.nulls = MemoryContextAlloc(mcxt, natts * sizeof(bool));
+	config->natts = natts;
+}
+
 static GuardConfig *
-BuildGuardConfig(FunctionCallInfo fcinfo, TriggerData *trigdata)
+BuildGuardConfig(FunctionCallInfo fcinfo, TriggerData *trigdata, bool rules_1_3)
 {
 	Relation	rel = trigdata->tg_relation;
 	Trigger    *trigger = trigdata->tg_trigger;
@@ -73,8 +115,16 @@ BuildGuardConfig(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	config = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(GuardConfig));
 	config->catalog = PayCatalogGet(fcinfo);
 	config->append_only = trigger->tgnargs == 0;
+	config->rules_1_3 = rules_1_3;
 	if (config->append_only)
 		return config;
+
+	/* the ledger's column numbers come with the catalog's tables */
+	if (RelationGetRelid(rel) == PayCatalogGetTables(fcinfo)->ledger)
+	{
+		config->catalog = PayCatalogGetTables(fcinfo);
+		config->ledger = true;
+	}
 
 	config->status_attnum = PayColumnNumber(rel, trigger->tgargs[0]);
 	status_type = TupleDescAttr(RelationGetDescr(rel),
@@ -98,15 +148,12 @@ BuildGuardConfig(FunctionCallInfo fcinfo, TriggerData *trigdata)
 }
 
 /*
- * The state in the status column of tuple; NULL or a label that is not a
- * state is refused.
+ * The state in the status column of tuple, whose value is given; NULL or a
+ * label that is not a state is refused.
  */
 static PayStatus
-StatusOfRow(GuardConfig *config, Relation rel, HeapTuple tuple)
+StatusOfValue(GuardConfig *config, Relation rel, HeapTuple tuple, Datum value, bool isnull)
 {
-	bool		isnull;
-	Datum		value = heap_getattr(tuple, config->status_attnum,
-									 RelationGetDescr(rel), &isnull);
 	PayStatus	status;
 	text	   *label;
 
@@ -130,6 +177,17 @@ StatusOfRow(GuardConfig *config, Relation rel, HeapTuple tuple)
 	return status;
 }
 
+/* StatusOfValue of a row read with heap_getattr. */
+static PayStatus
+StatusOfRow(GuardConfig *config, Relation rel, HeapTuple tuple)
+{
+	bool		isnull;
+	Datum		value = heap_getattr(tuple, config->status_attnum,
+									 RelationGetDescr(rel), &isnull);
+
+	return StatusOfValue(config, rel, tuple, value, isnull);
+}
+
 static void
 RaiseGuardRefusal(Relation rel, PayReasonId reason, const char *message, const char *detail)
 {
@@ -140,6 +198,11 @@ RaiseGuardRefusal(Relation rel, PayReasonId reason, const char *message, const c
 			 PayReason(reason)));
 }
 
+/*
+ * The frozen columns of the arguments keep their values in a PROCESSING or
+ * SUCCESS row; on the ledger they are read from the rows the guard
+ * deformed.
+ */
 static void
 CheckFrozenColumns(GuardConfig *config, Relation rel, HeapTuple oldtuple,
 				   HeapTuple newtuple, PayStatus status)
@@ -149,7 +212,9 @@ CheckFrozenColumns(GuardConfig *config, Relation rel, HeapTuple oldtuple,
 		AttrNumber	attnum = config->frozen_attnums[i];
 		Form_pg_attribute attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
 
-		if (PayColumnUnchanged(rel, oldtuple, newtuple, attnum))
+		if (config->ledger ?
+			PayLedgerValueUnchanged(rel, &config->old_row, &config->new_row, attnum) :
+			PayColumnUnchanged(rel, oldtuple, newtuple, attnum))
 			continue;
 
 		RaiseGuardRefusal(rel, PAY_REASON_FROZEN_COLUMN,
@@ -158,6 +223,113 @@ CheckFrozenColumns(GuardConfig *config, Relation rel, HeapTuple oldtuple,
 								   PayRowKeyDescription(rel, oldtuple),
 								   PayStatusName(status), NameStr(attr->attname)));
 	}
+}
+
+/* Refuse a change of a ledger column that never changes once written. */
+static void
+CheckLedgerUnchanged(Relation rel, const PayLedgerValues *old, const PayLedgerValues *new,
+					 AttrNumber attnum)
+{
+	Form_pg_attribute attr;
+
+	if (attnum == InvalidAttrNumber || PayLedgerValueUnchanged(rel, old, new, attnum))
+		return;
+	attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	ereport(ERROR,
+			(errmsg("column \"%s\" of table \"pay_ledger\" never changes",
+					NameStr(attr->attname)),
+			 errdetail("%s: \"%s\" is fixed when the payment is recorded.",
+					   PayRowKeyDescription(rel, old->tuple), NameStr(attr->attname)),
+			 errtable(rel),
+			 PayReason(PAY_REASON_IMMUTABLE_COLUMN)));
+}
+
+/*
+ * The rules of an UPDATE of the ledger that hold in every session mode: a
+ * payment's identity, its count of attempts and a success's answer are
+ * what every retry is judged and answered by, so neither a superuser in
+ * replica mode nor a replica's apply may change them (a publisher never
+ * does).  The bookkeeping trigger, before the guard, has derived attempt
+ * for a write in origin mode: there the count always holds.
+ */
+static void
+CheckLedgerUpdate(GuardConfig *config, Relation rel, PayStatus from, PayStatus to)
+{
+	const AttrNumber *col = config->catalog->ledger_attnums;
+	const PayLedgerValues *old = &config->old_row;
+	const PayLedgerValues *new = &config->new_row;
+	int32		old_attempt;
+	int32		new_attempt;
+	int32		entered;
+
+	CheckLedgerUnchanged(rel, old, new, col[LEDGER_BIZNO]);
+	CheckLedgerUnchanged(rel, old, new, col[LEDGER_PREFIX]);
+	CheckLedgerUnchanged(rel, old, new, col[LEDGER_BIZ_ID]);
+	CheckLedgerUnchanged(rel, old, new, col[LEDGER_CREATED_AT]);
+	CheckLedgerUnchanged(rel, old, new, col[LEDGER_PARENT]);
+	CheckLedgerUnchanged(rel, old, new, col[LEDGER_REFUND_KEY]);
+
+	old_attempt = DatumGetInt32(PayRequiredValue(rel, old, col[LEDGER_ATTEMPT]));
+	new_attempt = DatumGetInt32(PayRequiredValue(rel, new, col[LEDGER_ATTEMPT]));
+	entered = from != PAY_PROCESSING && to == PAY_PROCESSING ? 1 : 0;
+	if ((int64) new_attempt != (int64) old_attempt + entered)
+		ereport(ERROR,
+				(errmsg("column \"attempt\" of table \"pay_ledger\" counts the entries into PROCESSING"),
+				 errdetail("%s: attempt %d -> %d, %s.", PayRowKeyDescription(rel, old->tuple),
+						   old_attempt, new_attempt,
+						   entered ? "entering PROCESSING adds one" :
+						   "a write that does not enter PROCESSING keeps it"),
+				 errtable(rel),
+				 PayReason(PAY_REASON_ATTEMPT_COUNT)));
+
+	if (from == PAY_SUCCESS && col[LEDGER_RESPONSE] != InvalidAttrNumber &&
+		!PayLedgerValueUnchanged(rel, old, new, col[LEDGER_RESPONSE]))
+		ereport(ERROR,
+				(errmsg("the response of a successful payment never changes"),
+				 errdetail("%s is SUCCESS: its first response is the one every retry replays.",
+						   PayRowKeyDescription(rel, old->tuple)),
+				 errtable(rel),
+				 PayReason(PAY_REASON_FROZEN_ANSWER)));
+	if (!config->rules_1_3)
+		return;
+	if (from == PAY_SUCCESS &&
+		!PayLedgerValueUnchanged(rel, old, new, col[LEDGER_CHANNEL_REF]))
+		ereport(ERROR,
+				(errmsg("the bank's reference of a successful payment never changes"),
+				 errdetail("%s is SUCCESS: its channel_ref names the charge every retry is answered with.",
+						   PayRowKeyDescription(rel, old->tuple)),
+				 errtable(rel),
+				 PayReason(PAY_REASON_FROZEN_ANSWER)));
+	/* an illegal step was refused before */
+	if (to == PAY_SUCCESS && from != PAY_SUCCESS &&
+		PayLedgerValueIsNull(new, col[LEDGER_CHANNEL_REF]))
+		ereport(ERROR,
+				(errmsg("a payment enters SUCCESS only with the bank's reference"),
+				 errdetail("%s has no channel_ref.", PayRowKeyDescription(rel, new->tuple)),
+				 errtable(rel),
+				 PayReason(PAY_REASON_SUCCESS_REFERENCE)));
+}
+
+/*
+ * A new row of an archived payment -- its key, or the business action of
+ * a bizNo of pay_bizno, a refund's being its payment's -- would charge it
+ * again: refused (55000), whoever inserts it and in every session mode.
+ * A restore brings no such row: pg_dump's snapshot holds a payment either
+ * in the ledger or in the hashes, never in both.
+ */
+static void
+RefuseArchived(GuardConfig *config, Relation rel, HeapTuple tuple)
+{
+	bool		isnull;
+	Datum		bizno = heap_getattr(tuple, config->catalog->ledger_attnums[LEDGER_BIZNO],
+									 RelationGetDescr(rel), &isnull);
+
+	/* NOT NULL refuses a row without one */
+	if (!isnull && PayArchiveHoldsNewRow(config->catalog, bizno))
+		ereport(ERROR,
+				(errmsg("payment %s was archived", TextDatumGetCString(bizno)),
+				 errdetail("The archive holds this bizNo or its business action; a new row would charge it again."),
+				 PayReason(PAY_REASON_ARCHIVED)));
 }
 
 /*
@@ -190,10 +362,11 @@ MovedIntoArchive(FunctionCallInfo fcinfo, Relation rel, HeapTuple tuple)
 }
 
 /*
- * pay_guard() returns trigger
+ * pay_guard() returns trigger, as the SQL of 1.0 to 1.2 binds it;
+ * pay_guard_1_3 adds 1.3's rules for a success's bank reference.
  */
-Datum
-pay_guard(PG_FUNCTION_ARGS)
+static Datum
+Guard(FunctionCallInfo fcinfo, bool rules_1_3)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	GuardConfig *config;
@@ -208,7 +381,7 @@ pay_guard(PG_FUNCTION_ARGS)
 	event = trigdata->tg_event;
 	config = fcinfo->flinfo->fn_extra;
 	if (config == NULL)
-		fcinfo->flinfo->fn_extra = config = BuildGuardConfig(fcinfo, trigdata);
+		fcinfo->flinfo->fn_extra = config = BuildGuardConfig(fcinfo, trigdata, rules_1_3);
 
 	if (TRIGGER_FIRED_BY_TRUNCATE(event))
 		RaiseGuardRefusal(rel, config->append_only ? PAY_REASON_APPEND_ONLY : PAY_REASON_PROTECTED_ROW,
@@ -236,6 +409,8 @@ pay_guard(PG_FUNCTION_ARGS)
 			PayTransitionVerdict(PAY_NEW_ROW, to) != PAY_LEGAL)
 			PayRaiseIllegalTransition(rel, PayRowKeyDescription(rel, tuple),
 									  PAY_NEW_ROW, to);
+		if (config->ledger)
+			RefuseArchived(config, rel, tuple);
 		return PointerGetDatum(tuple);
 	}
 
@@ -243,14 +418,34 @@ pay_guard(PG_FUNCTION_ARGS)
 	{
 		HeapTuple	oldtuple = trigdata->tg_trigtuple;
 		HeapTuple	newtuple = trigdata->tg_newtuple;
-		PayStatus	from = StatusOfRow(config, rel, oldtuple);
-		PayStatus	to = StatusOfRow(config, rel, newtuple);
+		PayStatus	from;
+		PayStatus	to;
+
+		if (config->ledger)
+		{
+			SizeLedgerRows(fcinfo, config, rel);
+			PayDeformLedgerRowInto(rel, oldtuple, &config->old_row);
+			PayDeformLedgerRowInto(rel, newtuple, &config->new_row);
+			from = StatusOfValue(config, rel, oldtuple,
+								 config->old_row.values[config->status_attnum - 1],
+								 config->old_row.nulls[config->status_attnum - 1]);
+			to = StatusOfValue(config, rel, newtuple,
+							   config->new_row.values[config->status_attnum - 1],
+							   config->new_row.nulls[config->status_attnum - 1]);
+		}
+		else
+		{
+			from = StatusOfRow(config, rel, oldtuple);
+			to = StatusOfRow(config, rel, newtuple);
+		}
 
 		if (from != to && PayTransitionVerdict(from, to) != PAY_LEGAL)
 			PayRaiseIllegalTransition(rel, PayRowKeyDescription(rel, oldtuple),
 									  from, to);
 		if (PayStatusIsFrozen(from))
 			CheckFrozenColumns(config, rel, oldtuple, newtuple, from);
+		if (config->ledger)
+			CheckLedgerUpdate(config, rel, from, to);
 		return PointerGetDatum(newtuple);
 	}
 
@@ -268,6 +463,18 @@ pay_guard(PG_FUNCTION_ARGS)
 									   PayStatusName(status)));
 		return PointerGetDatum(tuple);
 	}
+}
+
+Datum
+pay_guard(PG_FUNCTION_ARGS)
+{
+	return Guard(fcinfo, false);
+}
+
+Datum
+pay_guard_1_3(PG_FUNCTION_ARGS)
+{
+	return Guard(fcinfo, true);
 }
 
 /*

@@ -17,6 +17,7 @@
 #include "fmgr.h"
 
 extern Datum pay_guard(PG_FUNCTION_ARGS);
+extern Datum pay_guard_1_3(PG_FUNCTION_ARGS);
 extern Datum pay_allowed(PG_FUNCTION_ARGS);
 extern Datum pay_ledger_bookkeeping(PG_FUNCTION_ARGS);
 extern Datum pay_ledger_bookkeeping_1_3(PG_FUNCTION_ARGS);
