@@ -1923,8 +1923,12 @@ $$;
 -- the extension's schema, which pay_grant granted USAGE on.  PostgreSQL 17
 -- and later also keep a shared dependency ('i') of each pg_init_privs entry
 -- on every role it names; it goes with the role's aclitems, or a dropped
--- grant would still hold DROP ROLE back.  The roles' privileges themselves
--- are untouched: pg_dump now writes them as the DBA's own.
+-- grant would still hold DROP ROLE back.  No statement sets initial
+-- privileges (every GRANT here is recorded, and pg_upgrade's switch works in
+-- a binary upgrade only), so the catalogs are written directly, as the
+-- superuser this script runs as may.  The roles' privileges themselves are
+-- untouched: pg_dump now writes them as the DBA's own, and a restore grants
+-- them after its CREATE EXTENSION.
 DO $$
 DECLARE
     entry record;
