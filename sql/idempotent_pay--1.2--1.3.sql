@@ -2109,3 +2109,73 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- A dump must bring back the roles' privileges.  PostgreSQL records every
+-- privilege an extension script leaves on an object as that object's
+-- initial privileges (pg_init_privs): not only the grants this script and
+-- 1.1 -> 1.2 make again to the roles earlier versions granted (the
+-- functions they replace, pay_grant_operator run for an operator), but the
+-- whole ACL of each object they touch, with the grants the DBA made before
+-- (SELECT on the ledger, pay_open...).  pg_dump writes an extension
+-- object's GRANTs as the difference from its initial privileges, and the
+-- restore's CREATE EXTENSION runs idempotent_pay--1.3.sql, which grants no
+-- role: so those grants were neither dumped nor restored, and a restored
+-- application could claim payments it could not settle.  The initial
+-- privileges are set back to what the complete script records: an object's
+-- owner's and PUBLIC's alone, those of any role the owner granted (the
+-- grantee of an owner's own aclitem is its grantor) dropped.  The same for
+-- the extension's schema, which pay_grant granted USAGE on.  PostgreSQL 17
+-- and later also keep a shared dependency ('i') of each pg_init_privs entry
+-- on every role it names; it goes with the role's aclitems, or a dropped
+-- grant would still hold DROP ROLE back.  No statement sets initial
+-- privileges (every GRANT here is recorded, and pg_upgrade's switch works in
+-- a binary upgrade only), so the catalogs are written directly, as the
+-- superuser this script runs as may.  The roles' privileges themselves are
+-- untouched: pg_dump now writes them as the DBA's own, and a restore grants
+-- them after its CREATE EXTENSION.
+DO $$
+DECLARE
+    entry record;
+BEGIN
+    FOR entry IN
+        SELECT i.classoid, i.objoid, i.objsubid, i.initprivs,
+               ARRAY(SELECT k.item
+                     FROM pg_catalog.unnest(i.initprivs) WITH ORDINALITY AS k(item, n)
+                     WHERE EXISTS (SELECT FROM pg_catalog.aclexplode(ARRAY[k.item]) AS a
+                                   WHERE a.grantee OPERATOR(pg_catalog.=) 0
+                                      OR a.grantee OPERATOR(pg_catalog.=) a.grantor)
+                     ORDER BY k.n) AS kept
+        FROM pg_catalog.pg_init_privs AS i
+        WHERE EXISTS (SELECT FROM pg_catalog.pg_depend AS d, pg_catalog.pg_extension AS e
+                      WHERE d.classid OPERATOR(pg_catalog.=) i.classoid
+                        AND d.objid OPERATOR(pg_catalog.=) i.objoid
+                        AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                        AND d.refobjid OPERATOR(pg_catalog.=) e.oid
+                        AND d.deptype OPERATOR(pg_catalog.=) 'e'
+                        AND e.extname OPERATOR(pg_catalog.=) 'idempotent_pay')
+           OR (i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+               AND i.objoid OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace)
+    LOOP
+        CONTINUE WHEN entry.kept OPERATOR(pg_catalog.=) entry.initprivs;
+        IF pg_catalog.cardinality(entry.kept) OPERATOR(pg_catalog.=) 0 THEN
+            DELETE FROM pg_catalog.pg_init_privs AS i
+            WHERE i.classoid OPERATOR(pg_catalog.=) entry.classoid AND i.objoid OPERATOR(pg_catalog.=) entry.objoid
+              AND i.objsubid OPERATOR(pg_catalog.=) entry.objsubid;
+        ELSE
+            UPDATE pg_catalog.pg_init_privs AS i SET initprivs = entry.kept
+            WHERE i.classoid OPERATOR(pg_catalog.=) entry.classoid AND i.objoid OPERATOR(pg_catalog.=) entry.objoid
+              AND i.objsubid OPERATOR(pg_catalog.=) entry.objsubid;
+        END IF;
+        DELETE FROM pg_catalog.pg_shdepend AS s
+        WHERE s.dbid OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                             WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+          AND s.classid OPERATOR(pg_catalog.=) entry.classoid AND s.objid OPERATOR(pg_catalog.=) entry.objoid
+          AND s.objsubid OPERATOR(pg_catalog.=) entry.objsubid
+          AND s.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_authid'::pg_catalog.regclass
+          AND s.deptype OPERATOR(pg_catalog.=) 'i'
+          AND NOT s.refobjid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(entry.kept) AS a
+                                                               UNION ALL
+                                                               SELECT a.grantor FROM pg_catalog.aclexplode(entry.kept) AS a));
+    END LOOP;
+END
+$$;
