@@ -1154,14 +1154,21 @@ COMMENT ON TABLE @extschema@.pay_stats_deletions IS
 'Ledger rows deleted since pay_stats_refresh last folded the journal; written by the ledger''s journal trigger';
 
 -- The payments PROCESSING as of the fold, and since when: what pay_stats
--- reads stuck payments from.
+-- reads stuck payments from.  ordinal is a row's place in the set ordered
+-- by since, then bizno (1 for the first), kept by the fold: how many
+-- entered PROCESSING before a time is then the ordinal of the last row
+-- before it, one probe of the index, where counting them would walk every
+-- stuck payment on every read.
 CREATE TABLE @extschema@.pay_stats_processing (
     bizno               text PRIMARY KEY,
-    since               timestamptz NOT NULL
+    since               timestamptz NOT NULL,
+    ordinal             bigint NOT NULL
 );
 
+CREATE INDEX pay_stats_processing_since ON @extschema@.pay_stats_processing (since, bizno);
+
 COMMENT ON TABLE @extschema@.pay_stats_processing IS
-'The payments PROCESSING when pay_stats_refresh last folded the journal, and when each entered PROCESSING';
+'The payments PROCESSING when pay_stats_refresh last folded the journal, when each entered PROCESSING, and its place in that order (ordinal, from 1; ties by bizno)';
 
 CREATE TABLE @extschema@.pay_stats_state (
     singleton           boolean PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -1352,6 +1359,7 @@ DECLARE
     new_counted_from bigint;
     new_next_from bigint;
     new_next_from_after text[];
+    renumber_from timestamptz;
 BEGIN
     IF pg_catalog.current_setting('transaction_read_only')::boolean
        OR pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
@@ -1441,8 +1449,9 @@ BEGIN
             WHERE COALESCE(j.n, 0) OPERATOR(pg_catalog.<>) COALESCE(l.n, 0)
             RETURNING 1),
         processing AS (
-            INSERT INTO @extschema@.pay_stats_processing (bizno, since)
-            SELECT l.bizno, COALESCE(l.processing_since, l.updated_at)
+            INSERT INTO @extschema@.pay_stats_processing (bizno, since, ordinal)
+            SELECT l.bizno, COALESCE(l.processing_since, l.updated_at),
+                   pg_catalog.row_number() OVER (ORDER BY COALESCE(l.processing_since, l.updated_at), l.bizno)
             FROM @extschema@.pay_ledger AS l
             WHERE l.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
             RETURNING 1)
@@ -1494,12 +1503,20 @@ BEGIN
         WHERE p.bizno OPERATOR(pg_catalog.=) l.bizno
           AND l.to_status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
         RETURNING 1),
+    -- its ordinal is set below, with those of the rows after it
     entered_processing AS (
-        INSERT INTO @extschema@.pay_stats_processing AS p (bizno, since)
-        SELECT l.bizno, l.at FROM latest AS l
+        INSERT INTO @extschema@.pay_stats_processing AS p (bizno, since, ordinal)
+        SELECT l.bizno, l.at, 0 FROM latest AS l
         WHERE l.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
         ON CONFLICT (bizno) DO UPDATE SET since = excluded.since
         RETURNING 1),
+    -- the earliest place in the PROCESSING set this fold changes: a row
+    -- leaves it or moves (seen here as it was), or one enters
+    changed_from AS (
+        SELECT LEAST((SELECT pg_catalog.min(p.since) FROM @extschema@.pay_stats_processing AS p
+                      JOIN latest AS l ON l.bizno OPERATOR(pg_catalog.=) p.bizno),
+                     (SELECT pg_catalog.min(l.at) FROM latest AS l
+                      WHERE l.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status)) AS since),
     folded_deletions AS (
         DELETE FROM @extschema@.pay_stats_deletions AS d
         USING unfolded AS u
@@ -1508,7 +1525,24 @@ BEGIN
     UPDATE @extschema@.pay_stats_state
     SET counted = @extschema@.pay_stats_counted_snapshot(), counted_from = new_counted_from,
         next_from = new_next_from, next_from_after = new_next_from_after,
-        folded_at = pg_catalog.clock_timestamp();
+        folded_at = pg_catalog.clock_timestamp()
+    RETURNING (SELECT c.since FROM changed_from AS c) INTO renumber_from;
+
+    -- The rows before the first change keep their ordinals; those from it
+    -- on are numbered after them again.  Payments mostly enter and leave
+    -- PROCESSING at the end of the order, where few rows follow.
+    IF renumber_from IS NOT NULL THEN
+        UPDATE @extschema@.pay_stats_processing AS p
+        SET ordinal = r.ordinal
+        FROM (SELECT q.bizno,
+                     b.n OPERATOR(pg_catalog.+) pg_catalog.row_number() OVER (ORDER BY q.since, q.bizno) AS ordinal
+              FROM @extschema@.pay_stats_processing AS q,
+                   (SELECT COALESCE((SELECT o.ordinal FROM @extschema@.pay_stats_processing AS o
+                                     WHERE o.since OPERATOR(pg_catalog.<) renumber_from
+                                     ORDER BY o.since DESC, o.bizno DESC LIMIT 1), 0) AS n) AS b
+              WHERE q.since OPERATOR(pg_catalog.>=) renumber_from) AS r
+        WHERE p.bizno OPERATOR(pg_catalog.=) r.bizno AND p.ordinal OPERATOR(pg_catalog.<>) r.ordinal;
+    END IF;
     RETURN true;
 END
 $$
@@ -1614,19 +1648,36 @@ BEGIN
         FROM unfolded AS u
         WHERE u.from_status IS DISTINCT FROM u.to_status AND u.to_status IS NOT NULL
         ORDER BY u.bizno, u.seq DESC),
-    processing AS (
-        SELECT p.since FROM @extschema@.pay_stats_processing AS p
-        WHERE NOT EXISTS (SELECT FROM latest AS l WHERE l.bizno OPERATOR(pg_catalog.=) p.bizno)
-        UNION ALL
-        SELECT l.at FROM latest AS l
-        WHERE l.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status),
     counters AS (SELECT * FROM @extschema@.pay_stats_counters()),
+    stuck_before AS (
+        SELECT pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c) AS at),
+    -- The payments PROCESSING now: the fold's set less its rows the unfolded
+    -- ones changed, and the unfolded ones entering PROCESSING.  Read by the
+    -- set's index, a few rows however large it is: those entered before a
+    -- time are the ordinal of its last row before it, and the oldest is
+    -- among its first rows, one more than it has changed.
+    changed AS (
+        SELECT p.since FROM latest AS l
+        JOIN @extschema@.pay_stats_processing AS p ON p.bizno OPERATOR(pg_catalog.=) l.bizno),
+    entered AS (
+        SELECT l.at AS since FROM latest AS l
+        WHERE l.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status),
     processing_summary AS (
-        SELECT pg_catalog.count(*) FILTER (
-                   WHERE p.since OPERATOR(pg_catalog.<)
-                         (pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c))) AS stuck,
-               pg_catalog.min(p.since) AS oldest
-        FROM processing AS p)
+        SELECT COALESCE((SELECT p.ordinal FROM @extschema@.pay_stats_processing AS p
+                         WHERE p.since OPERATOR(pg_catalog.<) (SELECT t.at FROM stuck_before AS t)
+                         ORDER BY p.since DESC, p.bizno DESC LIMIT 1), 0)
+               OPERATOR(pg_catalog.-)
+               (SELECT pg_catalog.count(*) FROM changed AS c
+                WHERE c.since OPERATOR(pg_catalog.<) (SELECT t.at FROM stuck_before AS t))
+               OPERATOR(pg_catalog.+)
+               (SELECT pg_catalog.count(*) FROM entered AS e
+                WHERE e.since OPERATOR(pg_catalog.<) (SELECT t.at FROM stuck_before AS t)) AS stuck,
+               LEAST((SELECT pg_catalog.min(f.since)
+                      FROM (SELECT p.bizno, p.since FROM @extschema@.pay_stats_processing AS p
+                            ORDER BY p.since, p.bizno
+                            LIMIT (SELECT pg_catalog.count(*) FROM changed) OPERATOR(pg_catalog.+) 1) AS f
+                      WHERE NOT EXISTS (SELECT FROM latest AS l WHERE l.bizno OPERATOR(pg_catalog.=) f.bizno)),
+                     (SELECT pg_catalog.min(e.since) FROM entered AS e)) AS oldest)
     SELECT s.status,
            (SELECT COALESCE(pg_catalog.sum(m.n), 0) FROM moves AS m
             WHERE m.status OPERATOR(pg_catalog.=) s.status)::bigint,
