@@ -513,6 +513,36 @@ CREATE CONSTRAINT TRIGGER pay_archive_keys_kept
     FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_archive_keys_kept();
 ALTER TABLE @extschema@.pay_archive_keys ENABLE ALWAYS TRIGGER pay_archive_keys_kept;
 
+-- The archive's triggers fire ALWAYS as the guards do, and are put back to
+-- it alike when re-enabled.
+CREATE OR REPLACE FUNCTION @extschema@.pay_keep_guards_always()
+RETURNS event_trigger
+AS $$
+DECLARE
+    guard record;
+BEGIN
+    FOR guard IN
+        SELECT t.tgrelid::pg_catalog.regclass AS tbl, t.tgname
+        FROM pg_catalog.pg_trigger AS t
+        JOIN pg_catalog.pg_event_trigger_ddl_commands() AS c
+          ON c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+         AND c.objid OPERATOR(pg_catalog.=) t.tgrelid
+        JOIN pg_catalog.pg_proc AS p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+        JOIN pg_catalog.pg_extension AS e ON e.extnamespace OPERATOR(pg_catalog.=) p.pronamespace
+        WHERE e.extname OPERATOR(pg_catalog.=) 'idempotent_pay'
+          AND p.proname OPERATOR(pg_catalog.=) ANY
+              (ARRAY['pay_guard', 'pay_archive_moved', 'pay_archive_keys_kept']::pg_catalog.name[])
+          AND t.tgenabled OPERATOR(pg_catalog.=) 'O'
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', guard.tbl, guard.tgname);
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_keep_guards_always() IS
+'Event trigger putting a re-enabled guard (pay_guard, pay_archive_moved, pay_archive_keys_kept) back to ENABLE ALWAYS';
+
 -- Archival (pay_archive): the one sanctioned way settled history leaves the
 -- ledger and the journal.
 
@@ -1067,6 +1097,26 @@ AS $$
     FROM entries AS e
     WHERE e.from_status IS DISTINCT FROM e.to_status
       AND NOT @extschema@.pay_allowed(e.from_status, e.to_status)
+    -- the triggers that fire ALWAYS, switched off or to one session mode
+    -- (by a superuser in maintenance, or behind the event triggers' back),
+    -- and the event triggers themselves
+    UNION ALL
+    SELECT NULL, pg_catalog.format('the trigger %s on %s is %s, not ENABLE ALWAYS', t.tgname, t.tgrelid::pg_catalog.regclass,
+                                   CASE t.tgenabled WHEN 'D' THEN 'disabled' WHEN 'O' THEN 'enabled outside a replica''s apply only'
+                                                    ELSE 'enabled in a replica''s apply only' END)
+    FROM pg_catalog.pg_trigger AS t
+    JOIN pg_catalog.pg_proc AS p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+    WHERE p.pronamespace OPERATOR(pg_catalog.=)
+          (SELECT e.extnamespace FROM pg_catalog.pg_extension AS e WHERE e.extname OPERATOR(pg_catalog.=) 'idempotent_pay')
+      AND p.proname OPERATOR(pg_catalog.=) ANY
+          (ARRAY['pay_guard', 'pay_archive_moved', 'pay_archive_keys_kept']::pg_catalog.name[])
+      AND t.tgenabled OPERATOR(pg_catalog.<>) 'A'
+    UNION ALL
+    SELECT NULL, CASE WHEN v.evtname IS NULL THEN pg_catalog.format('the event trigger %s is missing', w.name)
+                      ELSE pg_catalog.format('the event trigger %s is not ENABLE ALWAYS', w.name) END
+    FROM (VALUES ('pay_refuse_drop'::pg_catalog.name), ('pay_keep_guards_always'), ('pay_refuse_ddl')) AS w(name)
+    LEFT JOIN pg_catalog.pg_event_trigger AS v ON v.evtname OPERATOR(pg_catalog.=) w.name
+    WHERE v.evtname IS NULL OR v.evtenabled OPERATOR(pg_catalog.<>) 'A'
     -- pay_stats against a full count of the same snapshot: its counts are
     -- tables an owner could write by hand
     UNION ALL

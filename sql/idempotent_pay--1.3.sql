@@ -675,7 +675,8 @@ BEGIN
         JOIN pg_catalog.pg_proc AS p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
         JOIN pg_catalog.pg_extension AS e ON e.extnamespace OPERATOR(pg_catalog.=) p.pronamespace
         WHERE e.extname OPERATOR(pg_catalog.=) 'idempotent_pay'
-          AND p.proname OPERATOR(pg_catalog.=) 'pay_guard'
+          AND p.proname OPERATOR(pg_catalog.=) ANY
+              (ARRAY['pay_guard', 'pay_archive_moved', 'pay_archive_keys_kept']::pg_catalog.name[])
           AND t.tgenabled OPERATOR(pg_catalog.=) 'O'
     LOOP
         EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', guard.tbl, guard.tgname);
@@ -685,7 +686,7 @@ $$
 LANGUAGE plpgsql SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_keep_guards_always() IS
-'Event trigger putting a re-enabled pay_guard back to ENABLE ALWAYS';
+'Event trigger putting a re-enabled guard (pay_guard, pay_archive_moved, pay_archive_keys_kept) back to ENABLE ALWAYS';
 
 CREATE EVENT TRIGGER pay_keep_guards_always ON ddl_command_end
     WHEN TAG IN ('ALTER TABLE')
@@ -1555,6 +1556,26 @@ AS $$
     FROM entries AS e
     WHERE e.from_status IS DISTINCT FROM e.to_status
       AND NOT @extschema@.pay_allowed(e.from_status, e.to_status)
+    -- the triggers that fire ALWAYS, switched off or to one session mode
+    -- (by a superuser in maintenance, or behind the event triggers' back),
+    -- and the event triggers themselves
+    UNION ALL
+    SELECT NULL, pg_catalog.format('the trigger %s on %s is %s, not ENABLE ALWAYS', t.tgname, t.tgrelid::pg_catalog.regclass,
+                                   CASE t.tgenabled WHEN 'D' THEN 'disabled' WHEN 'O' THEN 'enabled outside a replica''s apply only'
+                                                    ELSE 'enabled in a replica''s apply only' END)
+    FROM pg_catalog.pg_trigger AS t
+    JOIN pg_catalog.pg_proc AS p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+    WHERE p.pronamespace OPERATOR(pg_catalog.=)
+          (SELECT e.extnamespace FROM pg_catalog.pg_extension AS e WHERE e.extname OPERATOR(pg_catalog.=) 'idempotent_pay')
+      AND p.proname OPERATOR(pg_catalog.=) ANY
+          (ARRAY['pay_guard', 'pay_archive_moved', 'pay_archive_keys_kept']::pg_catalog.name[])
+      AND t.tgenabled OPERATOR(pg_catalog.<>) 'A'
+    UNION ALL
+    SELECT NULL, CASE WHEN v.evtname IS NULL THEN pg_catalog.format('the event trigger %s is missing', w.name)
+                      ELSE pg_catalog.format('the event trigger %s is not ENABLE ALWAYS', w.name) END
+    FROM (VALUES ('pay_refuse_drop'::pg_catalog.name), ('pay_keep_guards_always'), ('pay_refuse_ddl')) AS w(name)
+    LEFT JOIN pg_catalog.pg_event_trigger AS v ON v.evtname OPERATOR(pg_catalog.=) w.name
+    WHERE v.evtname IS NULL OR v.evtenabled OPERATOR(pg_catalog.<>) 'A'
     -- pay_stats against a full count of the same snapshot: its counts are
     -- tables an owner could write by hand
     UNION ALL

@@ -27,9 +27,16 @@ DROP SCHEMA IF EXISTS no_such_schema CASCADE;
 SELECT pay_refuse_drop();
 
 -- A guard re-enabled by ALTER TABLE ... ENABLE TRIGGER [ALL] -- the end of
--- pg_restore --disable-triggers -- fires ALWAYS again, also on a table its
--- (non-superuser) owner guards.
+-- pg_restore --disable-triggers, in maintenance -- fires ALWAYS again, also
+-- on a table its (non-superuser) owner guards.  Outside maintenance the
+-- ledger's triggers are not switched off at all.
+\set VERBOSITY terse
 ALTER TABLE pay_ledger DISABLE TRIGGER ALL;
+ALTER TABLE pay_ledger ENABLE REPLICA TRIGGER pay_ledger_guard;
+\set VERBOSITY default
+SET idempotent_pay.maintenance = on;
+ALTER TABLE pay_ledger DISABLE TRIGGER ALL;
+RESET idempotent_pay.maintenance;
 ALTER TABLE pay_ledger ENABLE TRIGGER ALL;
 CREATE ROLE regress_lifecycle_owner;
 CREATE TABLE orders (id integer PRIMARY KEY, status text NOT NULL);
@@ -86,9 +93,13 @@ SELECT bizno, problem FROM pay_verify();
 
 -- A payment that can never be deleted, gone from the ledger behind the
 -- guard's back: its journal still says SUCCESS, and pay_verify says so.
+SET idempotent_pay.maintenance = on;
 ALTER TABLE pay_ledger DISABLE TRIGGER pay_ledger_guard;
 DELETE FROM pay_ledger WHERE bizno = 'L-1';
+-- the guard switched off shows too, while it is
+SELECT problem FROM pay_verify() WHERE bizno IS NULL;
 ALTER TABLE pay_ledger ENABLE ALWAYS TRIGGER pay_ledger_guard;
+RESET idempotent_pay.maintenance;
 SELECT bizno, problem FROM pay_verify() ORDER BY bizno;
 
 -- The deliberate way to remove the extension (doc/operations.md): archive, empty
@@ -96,6 +107,7 @@ SELECT bizno, problem FROM pay_verify() ORDER BY bizno;
 \copy (SELECT count(*) FROM pay_ledger) TO stdout
 \copy (SELECT count(*) FROM pay_journal) TO stdout
 BEGIN;
+SET LOCAL idempotent_pay.maintenance = on;
 ALTER TABLE pay_ledger DISABLE TRIGGER pay_ledger_guard_truncate;
 ALTER TABLE pay_journal DISABLE TRIGGER pay_journal_guard_truncate;
 TRUNCATE pay_ledger, pay_journal;

@@ -22,10 +22,13 @@
  *
  *	  - the extension's own scripts (creating_extension: CREATE EXTENSION,
  *		ALTER EXTENSION UPDATE) and pg_upgrade (binary upgrade mode);
- *	  - ALTER TABLE ... ENABLE / DISABLE TRIGGER, of any kind: the way
- *		pg_restore --disable-triggers and pay_keep_guards_always work.  A
- *		guard disabled is no hole: the API refuses to write past it
- *		(write_direct.c) and pay_keep_guards_always restores ALWAYS;
+ *	  - ALTER TABLE ... ENABLE [ALWAYS] TRIGGER: a trigger switched on again
+ *		(pay_keep_guards_always puts a guard back to ALWAYS).  Switching
+ *		one off, DISABLE TRIGGER of any kind or ENABLE REPLICA TRIGGER
+ *		(which leaves it silent outside a replica's apply), is refused: a
+ *		raw write past a guard switched off is the illegal step the guard
+ *		exists to refuse.  pg_restore --disable-triggers runs in
+ *		maintenance (PGOPTIONS='-c idempotent_pay.maintenance=on');
  *	  - ALTER TABLE ... SET / RESET (storage parameters), SET STATISTICS,
  *		CLUSTER ON and SET WITHOUT CLUSTER: the planner's and vacuum's
  *		settings, which change no row and no rule; and ALTER TABLE / ALTER
@@ -73,6 +76,7 @@
 #include "parser/parse_func.h"
 #include "parser/parse_type.h"
 #include "tcop/tcopprot.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -229,12 +233,8 @@ AlterTableCmdVerdict(const DdlTarget *target, Oid relid, AlterTableCmd *cmd)
 	{
 		case AT_EnableTrig:
 		case AT_EnableAlwaysTrig:
-		case AT_EnableReplicaTrig:
 		case AT_EnableTrigAll:
 		case AT_EnableTrigUser:
-		case AT_DisableTrig:
-		case AT_DisableTrigAll:
-		case AT_DisableTrigUser:
 		case AT_SetRelOptions:
 		case AT_ResetRelOptions:
 		case AT_SetStatistics:
@@ -473,6 +473,37 @@ RecordMaintenance(const DdlTarget *target, const char *tag, const char *object)
 }
 
 /*
+ * Whether the session's role owns the object concerned.  One that does not
+ * may alter it in no way at all, and PostgreSQL refuses it with its own
+ * 42501 once the statement runs: a clearer answer for that role than ours.
+ */
+static bool
+OwnsTarget(const DdlTarget *target)
+{
+	HeapTuple	tuple;
+	Oid			owner;
+
+	if (OidIsValid(target->relid))
+	{
+		tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(target->relid));
+		if (!HeapTupleIsValid(tuple))
+			return true;
+		owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	}
+	else if (OidIsValid(target->typid))
+	{
+		tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(target->typid));
+		if (!HeapTupleIsValid(tuple))
+			return true;
+		owner = ((Form_pg_type) GETSTRUCT(tuple))->typowner;
+	}
+	else
+		return true;
+	ReleaseSysCache(tuple);
+	return has_privs_of_role(GetUserId(), owner);
+}
+
+/*
  * pay_refuse_ddl() returns event_trigger
  */
 Datum
@@ -496,7 +527,7 @@ pay_refuse_ddl(PG_FUNCTION_ARGS)
 	if (!OidIsValid(target.extension))
 		PG_RETURN_VOID();
 
-	if (StatementVerdict(&target, trigdata->parsetree) != DDL_REFUSED)
+	if (StatementVerdict(&target, trigdata->parsetree) != DDL_REFUSED || !OwnsTarget(&target))
 		PG_RETURN_VOID();
 
 	object = TargetName(&target);
