@@ -92,6 +92,29 @@ SET CONSTRAINTS pay_archive_keys_kept IMMEDIATE;
 SELECT outcome($$SELECT pay_archive_add_keys('{4242, 4243}')$$) AS merge;
 ROLLBACK;
 
+-- A settled payment leaves the ledger only into the archive with its hash
+-- kept: rows copied by hand into a partition of one's own, deleted from
+-- the ledger and the journal, the partition then dropped, would leave no
+-- record of it at all.
+SELECT payment_in('SEAM-ERASED', 'SUCCESS');
+BEGIN;
+CREATE TABLE seams_ledger_part PARTITION OF pay_ledger_archive FOR VALUES FROM ('2030-01-01') TO ('2030-02-01');
+CREATE TABLE seams_journal_part PARTITION OF pay_journal_archive FOR VALUES FROM ('2030-01-01') TO ('2030-02-01');
+INSERT INTO pay_ledger_archive (bizno, prefix, biz_id, status, amount, currency, attempt, channel_ref,
+                                last_error, created_at, updated_at, processing_since, note, parent,
+                                refund_key, response, month, archived_at)
+SELECT bizno, prefix, biz_id, status, amount, currency, attempt, channel_ref, last_error, created_at,
+       updated_at, processing_since, note, parent, refund_key, response, '2030-01-01', now()
+FROM pay_ledger WHERE bizno = 'SEAM-ERASED';
+INSERT INTO pay_journal_archive (seq, bizno, attempt, from_status, to_status, amount, currency, at, txid,
+                                 actor, note, month)
+SELECT seq, bizno, attempt, from_status, to_status, amount, currency, at, txid, actor, note, '2030-01-01'
+FROM pay_journal WHERE bizno = 'SEAM-ERASED';
+SELECT outcome($$WITH d AS (DELETE FROM pay_ledger WHERE bizno = 'SEAM-ERASED' RETURNING 1) SELECT count(*) FROM d$$)
+       AS erase_from_ledger;
+ROLLBACK;
+SELECT action FROM pay_claim('SEAM-ERASED', 10, 'EUR');
+
 -- 5. pay_stats' counts are tables the owner can write; pay_verify compares
 -- them with a full count of the same snapshot and names each difference.
 SELECT count(*) AS stats_problems_before FROM pay_verify() WHERE problem LIKE 'pay_stats%';

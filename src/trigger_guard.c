@@ -335,8 +335,11 @@ RefuseArchived(GuardConfig *config, Relation rel, HeapTuple tuple)
 /*
  * Whether tuple, being deleted from the ledger or the journal, is a row this
  * transaction moved into the archive (write_archive.c): the one way a
- * settled payment and its history leave.  A user's guarded table has no
- * archive.
+ * settled payment and its history leave.  A ledger row leaves only once
+ * pay_archive_keys holds its payment's hash, as pay_archive writes it before
+ * it deletes: rows copied by hand into a partition one then drops would
+ * otherwise take a payment out of every record, and its retry would be
+ * charged again.  A user's guarded table has no archive.
  */
 static bool
 MovedIntoArchive(FunctionCallInfo fcinfo, Relation rel, HeapTuple tuple)
@@ -350,7 +353,8 @@ MovedIntoArchive(FunctionCallInfo fcinfo, Relation rel, HeapTuple tuple)
 	{
 		key = heap_getattr(tuple, catalog->ledger_attnums[LEDGER_BIZNO], RelationGetDescr(rel),
 						   &isnull);
-		return !isnull && PayArchiveWasMoved(PAY_MOVED_LEDGER_ROW, PayArchiveKeyHash(key));
+		return !isnull && PayArchiveWasMoved(PAY_MOVED_LEDGER_ROW, PayArchiveKeyHash(key)) &&
+			PayArchiveHolds(catalog, key);
 	}
 	if (relid == catalog->journal)
 	{
