@@ -147,11 +147,7 @@ REVOKE ALL ON FUNCTION @extschema@.pay_confirm_second_charge(text, text) FROM PU
 -- reference, which a SUCCESS row never changes, delimits the second whole.
 ALTER TABLE @extschema@.pay_journal
     ADD COLUMN channel_ref text,
-    ADD COLUMN second_charge text,
-    ADD CONSTRAINT pay_journal_second_charge
-        CHECK (second_charge IS NULL
-               OR (second_charge IN ('reported', 'confirmed') AND from_status = 'SUCCESS'
-                   AND to_status = 'SUCCESS' AND channel_ref IS NOT NULL));
+    ADD COLUMN second_charge text;
 COMMENT ON COLUMN @extschema@.pay_journal.channel_ref IS
 'The bank''s reference of a second charge, on its row alone';
 COMMENT ON COLUMN @extschema@.pay_journal.second_charge IS
@@ -1097,6 +1093,16 @@ AS $$
     FROM entries AS e
     WHERE e.from_status IS DISTINCT FROM e.to_status
       AND NOT @extschema@.pay_allowed(e.from_status, e.to_status)
+    UNION ALL
+    SELECT j.bizno, pg_catalog.format('journal entry %s is a second charge %s of a step from %s to %s under %s, which the API never journals',
+                                      j.seq, j.second_charge, COALESCE(j.from_status::text, 'nothing'), j.to_status,
+                                      COALESCE(j.channel_ref, 'no reference'))
+    FROM @extschema@.pay_journal AS j
+    WHERE j.second_charge IS NOT NULL
+      AND (j.second_charge OPERATOR(pg_catalog.<>) ALL (ARRAY['reported', 'confirmed'])
+           OR j.from_status IS DISTINCT FROM 'SUCCESS'::@extschema@.pay_status
+           OR j.to_status OPERATOR(pg_catalog.<>) 'SUCCESS'::@extschema@.pay_status
+           OR j.channel_ref IS NULL)
     -- the triggers that fire ALWAYS, switched off or to one session mode
     -- (by a superuser in maintenance, or behind the event triggers' back),
     -- and the event triggers themselves

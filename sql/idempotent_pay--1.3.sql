@@ -171,11 +171,7 @@ CREATE TABLE @extschema@.pay_journal (
     actor               text NOT NULL DEFAULT CURRENT_USER,
     note                text,
     channel_ref         text,
-    second_charge       text,
-    CONSTRAINT pay_journal_second_charge
-        CHECK (second_charge IS NULL
-               OR (second_charge IN ('reported', 'confirmed') AND from_status = 'SUCCESS'
-                   AND to_status = 'SUCCESS' AND channel_ref IS NOT NULL))
+    second_charge       text
 );
 
 -- A payment's history in order.
@@ -1556,6 +1552,16 @@ AS $$
     FROM entries AS e
     WHERE e.from_status IS DISTINCT FROM e.to_status
       AND NOT @extschema@.pay_allowed(e.from_status, e.to_status)
+    UNION ALL
+    SELECT j.bizno, pg_catalog.format('journal entry %s is a second charge %s of a step from %s to %s under %s, which the API never journals',
+                                      j.seq, j.second_charge, COALESCE(j.from_status::text, 'nothing'), j.to_status,
+                                      COALESCE(j.channel_ref, 'no reference'))
+    FROM @extschema@.pay_journal AS j
+    WHERE j.second_charge IS NOT NULL
+      AND (j.second_charge OPERATOR(pg_catalog.<>) ALL (ARRAY['reported', 'confirmed'])
+           OR j.from_status IS DISTINCT FROM 'SUCCESS'::@extschema@.pay_status
+           OR j.to_status OPERATOR(pg_catalog.<>) 'SUCCESS'::@extschema@.pay_status
+           OR j.channel_ref IS NULL)
     -- the triggers that fire ALWAYS, switched off or to one session mode
     -- (by a superuser in maintenance, or behind the event triggers' back),
     -- and the event triggers themselves

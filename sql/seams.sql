@@ -143,7 +143,11 @@ SELECT to_status, note, second_charge FROM pay_journal WHERE bizno = 'SEAM-NOTE'
 SELECT pay_succeed('SEAM-SUCCESS', 'BANK-SEAM-AGAIN', 1);
 SELECT channel_ref, second_charge FROM pay_journal
 WHERE bizno = 'SEAM-SUCCESS' AND second_charge IS NOT NULL ORDER BY seq;
-SELECT outcome($$INSERT INTO pay_journal (bizno, attempt, to_status, second_charge) VALUES ('SEAM-NOTE', 1, 'PROCESSING', 'reported') RETURNING seq$$) AS kind_on_another_step;
+-- a row the API never writes, by a superuser's hand, is reported
+BEGIN;
+INSERT INTO pay_journal (bizno, attempt, to_status, second_charge) VALUES ('SEAM-NOTE', 1, 'PROCESSING', 'reported');
+SELECT regexp_replace(problem, '[0-9]+', 'N') AS problem FROM pay_verify() WHERE problem LIKE '%never journals';
+ROLLBACK;
 
 SET client_min_messages = warning;
 DROP OWNED BY regress_seams_app;
