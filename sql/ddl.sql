@@ -86,7 +86,12 @@ CREATE TEMP VIEW ddl_types AS
     WHERE t.oid IN (SELECT d.objid FROM pg_depend AS d
                     WHERE d.refclassid = 'pg_extension'::regclass
                       AND d.refobjid = (SELECT e.oid FROM pg_extension AS e WHERE e.extname = 'idempotent_pay')
-                      AND d.classid = 'pg_type'::regclass AND d.deptype = 'e');
+                      AND d.classid = 'pg_type'::regclass AND d.deptype = 'e')
+      -- PostgreSQL 17 and 18 (not 15) also record a type's array type and a
+      -- table's or view's row type as members: those are altered with
+      -- what they belong to
+      AND t.typelem = 0
+      AND NOT EXISTS (SELECT FROM pg_class AS c WHERE c.oid = t.typrelid AND c.relkind <> 'c');
 
 SELECT tbl,
        ddl_outcome(format('ALTER TABLE %s ADD COLUMN ddl_probe integer', tbl)) AS add_column,
