@@ -244,8 +244,10 @@ IndexesKind(Relation rel)
 /*
  * Whether journal rows may go straight into the journal's heap and indexes:
  * only when nothing the executor would do on INSERT is left undone -- every
- * column is one the trigger fills (no default to compute) and of exactly the
- * type it is filled with (no domain, no typmod to check), no generated or
+ * column the trigger fills is of exactly the type it is filled with (no
+ * domain, no typmod to check), every other column (a second charge's, which
+ * the trigger leaves NULL) has no default and no domain, so that the
+ * INSERT's own value for it would be a plain NULL too, no generated or
  * identity column, no INSERT trigger or rule, no row security, not partitioned and
  * no partition, and no CHECK constraint or index that could look at
  * search_path (PAY_EXPRESSION_PLAIN).  NOT NULL and CHECK constraints and
@@ -256,17 +258,20 @@ JournalAllowsDirectInsert(Relation journal)
 {
 	TupleDesc	tupdesc = RelationGetDescr(journal);
 	TriggerDesc *triggers;
-	int			columns = 0;
 
 	for (int a = 0; a < tupdesc->natts; a++)
 	{
 		Form_pg_attribute attr = TupleDescAttr(tupdesc, a);
+		bool		filled = false;
 
 		if (attr->attisdropped)
 			continue;
-		columns++;
 		/* generated or identity: the INSERT, which names every column, fails */
 		if (attr->attgenerated || attr->attidentity)
+			return false;
+		for (int i = 0; i < JOURNAL_COLUMNS && !filled; i++)
+			filled = catalog->journal_attnums[i] == attr->attnum;
+		if (!filled && (attr->atthasdef || get_typtype(attr->atttypid) == TYPTYPE_DOMAIN))
 			return false;
 	}
 
@@ -294,8 +299,7 @@ JournalAllowsDirectInsert(Relation journal)
 	 */
 	triggers = journal->trigdesc;
 
-	return columns == JOURNAL_COLUMNS &&
-		journal->rd_rel->relkind == RELKIND_RELATION &&
+	return journal->rd_rel->relkind == RELKIND_RELATION &&
 		!journal->rd_rel->relispartition &&
 		!journal->rd_rel->relhasrules &&
 		!journal->rd_rel->relrowsecurity &&
