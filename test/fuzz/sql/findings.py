@@ -49,6 +49,7 @@ POSTGRES_OWN = {
     "SetNextObjectId": "SELECT pg_stop_making_pinned_objects()",
     "amvalidate": "SELECT pg_catalog.amvalidate(0)",
     "lo_import_internal": "SELECT pg_catalog.lo_import(pg_catalog.repeat('x', 5000))",
+    "acldefault_sql": "SELECT pg_catalog.acldefault('A', 10)",
 }
 OUR_PLPGSQL = re.compile(r"^PL/pgSQL function (?:\S+\.)?pay_\w+\(")
 DIED = re.compile(r"terminated by (signal|exception)")
