@@ -1,10 +1,10 @@
 -- The upgrade path: install 1.0, pay with it (with the library of today),
 -- ALTER EXTENSION ... UPDATE, and find the old payments, the guards and the
--- new functions working; the same from 1.1 and from 1.2.  Then compare,
+-- new functions working; the same from 1.1, 1.2 and 1.3.  Then compare,
 -- object by object, a fresh install of the default version -- which runs
--- the complete script idempotent_pay--1.3.sql -- with the extension the
+-- the complete script idempotent_pay--1.4.sql -- with the extension the
 -- update scripts make: once updated from 1.0 with nothing else done, and
--- once for each of the three installations used above.
+-- once for each of the four installations used above.
 
 -- The extension as rows (object, aspect, value), one JSON array: every
 -- member (pg_depend) and, by kind, what defines it -- a function's
@@ -188,6 +188,7 @@ CREATE DATABASE regress_chain;
 CREATE DATABASE regress_upgraded;
 CREATE DATABASE regress_from_1_1;
 CREATE DATABASE regress_from_1_2;
+CREATE DATABASE regress_from_1_3;
 CREATE DATABASE regress_fresh;
 
 -- 1.0 updated to the default version with nothing else done: what the
@@ -335,6 +336,26 @@ SELECT * FROM pay_verify();
 DROP OWNED BY regress_upgrade_app;
 :describe_extension \gset from_1_2_
 
+-- 1.3 -> 1.4: payments made under 1.3, and an operator's and an
+-- application's grants, carried over.
+\c regress_from_1_3
+CREATE EXTENSION idempotent_pay VERSION '1.3';
+SELECT (pay_claim('UP-9', 40, 'EUR')).action AS up_9,
+       pay_succeed('UP-9', 'BANK-9', 1) AS settled;
+SELECT (pay_claim('UP-10', 45, 'EUR')).action AS in_flight;
+CREATE ROLE regress_upgrade_ops;
+SELECT pay_grant('regress_upgrade_app'), pay_grant_operator('regress_upgrade_ops');
+ALTER EXTENSION idempotent_pay UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
+SELECT bizno, status, attempt, amount, currency, channel_ref FROM pay_ledger WHERE bizno LIKE 'UP-%' ORDER BY bizno;
+SELECT (pay_claim('UP-9')).action AS replayed;
+SELECT pay_succeed('UP-10', 'BANK-10', 1) AS settled_across_the_update;
+SELECT * FROM pay_verify();
+DROP OWNED BY regress_upgrade_app;
+DROP OWNED BY regress_upgrade_ops;
+DROP ROLE regress_upgrade_ops;
+:describe_extension \gset from_1_3_
+
 -- A fresh install runs the complete script, not 1.0 and the updates: its
 -- first object is the type pay_status, where 1.0's is pay_bizno.
 \c regress_fresh
@@ -360,7 +381,8 @@ FROM (VALUES ('fresh', 0, :'fresh_members'::jsonb),
              ('updated from 1.0 alone', 1, :'chain_members'::jsonb),
              ('used 1.0, updated', 2, :'upgraded_members'::jsonb),
              ('used 1.1, updated', 3, :'from_1_1_members'::jsonb),
-             ('used 1.2, updated', 4, :'from_1_2_members'::jsonb)) AS i(install, ord, members),
+             ('used 1.2, updated', 4, :'from_1_2_members'::jsonb),
+             ('used 1.3, updated', 5, :'from_1_3_members'::jsonb)) AS i(install, ord, members),
      jsonb_array_elements(i.members) AS e;
 SELECT install, count(DISTINCT object) AS objects, count(*) AS aspects
 FROM described GROUP BY install, ord ORDER BY ord;
@@ -379,5 +401,6 @@ DROP DATABASE regress_chain;
 DROP DATABASE regress_upgraded;
 DROP DATABASE regress_from_1_1;
 DROP DATABASE regress_from_1_2;
+DROP DATABASE regress_from_1_3;
 DROP DATABASE regress_fresh;
 DROP ROLE regress_upgrade_app;

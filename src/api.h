@@ -23,7 +23,8 @@ typedef enum PayApi
 {
 	PAY_API_1_1,				/* 1.0 and 1.1 */
 	PAY_API_1_2,				/* a new payment needs its amount */
-	PAY_API_1_3					/* the guarantee does not depend on the caller */
+	PAY_API_1_3,				/* the guarantee does not depend on the caller */
+	PAY_API_1_4					/* the caller's ordinary mistakes refused */
 } PayApi;
 
 extern Datum pay_open(PG_FUNCTION_ARGS);

@@ -1,5 +1,5 @@
 # A restore gives every role back what it could do.  From every install
-# path (a fresh install of the default version, and 1.0, 1.1 and 1.2
+# path (a fresh install of the default version, and 1.0, 1.1, 1.2 and 1.3
 # updated to it), with an application role and an operator role granted at
 # the earliest version that has their grant function and payments made
 # before the update, each of pg_dump | psql, pg_dump -Fc | pg_restore and
@@ -58,6 +58,12 @@ my %paths = (
 	],
 	'1_2' => [
 		q{CREATE EXTENSION idempotent_pay VERSION '1.2'},
+		q{SELECT pay_grant('app'), pay_grant_operator('ops')}, $payments,
+		q{SELECT pay_begin('P-IN-FLIGHT', 30, 'EUR')},
+		q{ALTER EXTENSION idempotent_pay UPDATE},
+	],
+	'1_3' => [
+		q{CREATE EXTENSION idempotent_pay VERSION '1.3'},
 		q{SELECT pay_grant('app'), pay_grant_operator('ops')}, $payments,
 		q{SELECT pay_begin('P-IN-FLIGHT', 30, 'EUR')},
 		q{ALTER EXTENSION idempotent_pay UPDATE},

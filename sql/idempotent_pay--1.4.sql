@@ -1,15 +1,16 @@
-/* idempotent_pay 1.3, complete: every object of the extension in its final form */
+/* idempotent_pay 1.4, complete: every object of the extension in its final form */
 
 \echo Use "CREATE EXTENSION idempotent_pay" to load this file. \quit
 
 /*
- * CREATE EXTENSION idempotent_pay (version 1.3) runs this script alone.  An
+ * CREATE EXTENSION idempotent_pay (version 1.4) runs this script alone.  An
  * installation of an earlier version reaches the same objects through the
- * update scripts idempotent_pay--1.0--1.1.sql, --1.1--1.2.sql and
- * --1.2--1.3.sql; sql/upgrade.sql compares the two, object by object, and
- * fails on any difference.  A later version changes objects in an update
- * script from 1.3 (or in a complete script of its own); this one stays as
- * 1.3 is.
+ * update scripts idempotent_pay--1.0--1.1.sql, --1.1--1.2.sql, --1.2--1.3.sql
+ * and --1.3--1.4.sql; sql/upgrade.sql compares the two, object by object,
+ * and fails on any difference.  CREATE EXTENSION ... VERSION '1.3' (or
+ * earlier) runs idempotent_pay--1.0.sql and the update scripts up to it.  A
+ * later version changes objects in an update script from 1.4 (or in a
+ * complete script of its own); this one stays as 1.4 is.
  *
  * Names, column order, constraint and trigger names are those the update
  * scripts leave behind, so that a dump of one installation restores into
@@ -28,8 +29,8 @@
  *    9. what pg_dump dumps of the extension's tables
  *
  * C functions name their entry point in the library: an entry point whose
- * name ends in _1_3 is the behaviour of version 1.3, which the library
- * keeps next to the older ones for installations not yet updated.
+ * name ends in _1_3 or _1_4 is the behaviour of that version, which the
+ * library keeps next to the older ones for installations not yet updated.
  */
 
 
