@@ -4,6 +4,10 @@
 -- (55000 pay_archived) once the month is dropped.  Never PROCEED, never a
 -- new bizNo.
 
+-- Claims here run inside transaction blocks or subtransactions on purpose
+-- (rolled back, or caught); the refusal of that is claim_durable's test.
+SET idempotent_pay.claim_in_transaction = allow;
+
 -- Payments in every state, settled last in March 2025 (the ledger's own
 -- clock is the transaction's: the dates are set with its bookkeeping off,
 -- as a replica would write them).

@@ -6,6 +6,10 @@
 -- idempotent_pay.maintenance, which records them.  What no event trigger
 -- sees, pay_verify reports.  Every case runs in a transaction rolled back.
 
+-- Claims here run inside transaction blocks or subtransactions on purpose
+-- (rolled back, or caught); the refusal of that is claim_durable's test.
+SET idempotent_pay.claim_in_transaction = allow;
+
 SELECT payment_in('DDL-PAID', 'SUCCESS');
 
 -- What a DDL statement does: ok, or the SQLSTATE and constraint name of

@@ -8,6 +8,10 @@
 -- way the user sees one behaviour: every default filled, every check
 -- enforced, every index found, whatever the caller's search_path.
 
+-- Claims here run inside transaction blocks or subtransactions on purpose
+-- (rolled back, or caught); the refusal of that is claim_durable's test.
+SET idempotent_pay.claim_in_transaction = allow;
+
 -- The DBA's DDL on the extension's tables below is maintenance, which
 -- idempotent_pay.maintenance lets through (and pay_maintenance_log records).
 SET idempotent_pay.maintenance = on;

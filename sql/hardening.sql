@@ -1,6 +1,10 @@
 -- Hardening: what a misuse, an odd input or a DBA's change must never do --
 -- crash a backend, spin, accept what the machine forbids, or drop a value.
 
+-- Claims here run inside transaction blocks or subtransactions on purpose
+-- (rolled back, or caught); the refusal of that is claim_durable's test.
+SET idempotent_pay.claim_in_transaction = allow;
+
 -- The DBA's DDL on the extension's tables below is maintenance, which
 -- idempotent_pay.maintenance lets through (and pay_maintenance_log records).
 SET idempotent_pay.maintenance = on;

@@ -3,6 +3,29 @@
 \echo Use "ALTER EXTENSION idempotent_pay UPDATE TO '1.4'" to load this file. \quit
 
 
+-- A claim is durable before it is acted on: pay_claim, pay_open_claim and
+-- pay_begin refuse to run inside a transaction block (25001
+-- pay_claim_in_transaction) unless idempotent_pay.claim_in_transaction =
+-- allow.  1.3's entry points keep claiming there for installations not yet
+-- updated.
+CREATE OR REPLACE FUNCTION @extschema@.pay_claim(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
+RETURNS @extschema@.pay_claim
+AS 'MODULE_PATHNAME', 'pay_claim_1_4'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_open_claim(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL,
+    OUT bizno text, OUT action @extschema@.pay_action, OUT attempt integer, OUT status @extschema@.pay_status,
+    OUT channel_ref text, OUT response jsonb)
+RETURNS record
+AS 'MODULE_PATHNAME', 'pay_open_claim_1_4'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_begin(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
+RETURNS @extschema@.pay_action
+AS 'MODULE_PATHNAME', 'pay_begin_1_4'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+
 -- Last: the initial privileges (pg_init_privs) back to what the complete
 -- script records, the owner's and PUBLIC's alone.  PostgreSQL records the
 -- whole ACL of every object an update script creates or replaces among its

@@ -24,10 +24,14 @@
  * field (pay_amount_frozen, pay_currency_frozen, and pay_parameter_changed
  * under idempotent_pay.parameter_change = refuse).
  *
+ * 1.4's rules make the claim durable before the caller acts on it: a claim
+ * is refused inside a transaction block (RefuseClaimInTransaction).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -54,6 +58,42 @@ PG_FUNCTION_INFO_V1(pay_open_1_3);
 PG_FUNCTION_INFO_V1(pay_begin_1_3);
 PG_FUNCTION_INFO_V1(pay_claim_1_3);
 PG_FUNCTION_INFO_V1(pay_open_claim_1_3);
+PG_FUNCTION_INFO_V1(pay_begin_1_4);
+PG_FUNCTION_INFO_V1(pay_claim_1_4);
+PG_FUNCTION_INFO_V1(pay_open_claim_1_4);
+
+/*
+ * Since 1.4 the functions that can answer PROCEED refuse (25001) to run
+ * inside a transaction block -- an explicit BEGIN, or what PostgreSQL's
+ * PreventInTransactionBlock also counts as one: the statements of one
+ * simple query, a pipeline of the extended protocol, a subtransaction (a
+ * savepoint, a PL/pgSQL block with an EXCEPTION clause, which may roll the
+ * claim back while the statement goes on) -- unless
+ * idempotent_pay.claim_in_transaction = allow.  A claim made there is not
+ * durable when the caller reads it: should the transaction roll back after
+ * the bank call (an error, a crash, a lost connection), the claim goes with
+ * it and the next claim answers PROCEED under the same attempt again, which
+ * the bank charges again.  Drawing a new attempt instead would not help: a
+ * new attempt is a new reference at the bank.  Refused whatever the answer
+ * would be, so that a caller meets it on the first test, not with the first
+ * new payment in production.  Called before anything is read or written.
+ */
+static void
+RefuseClaimInTransaction(const char *function)
+{
+	if (pay_claim_in_transaction == PAY_CLAIM_IN_TRANSACTION_ALLOW)
+		return;
+	if (!IsTransactionBlock() && (MyXactFlags & XACT_FLAGS_PIPELINING) == 0)
+		return;
+	ereport(ERROR,
+			(IsSubTransaction() ?
+			 errmsg("%s cannot run inside a subtransaction: its claim would not be committed before the bank is called",
+					function) :
+			 errmsg("%s cannot run inside a transaction block: its claim would not be committed before the bank is called",
+					function),
+			 errdetail("Should the transaction roll back after the bank call, the claim is lost with it and the next claim answers PROCEED again under the same attempt: the bank charges twice."),
+			 PayReason(PAY_REASON_CLAIM_IN_TRANSACTION)));
+}
 
 /*
  * Refuse (55000) a change of one field of a payment's amount -- the amount
@@ -306,15 +346,22 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
  * 1.3 binds pay_begin_1_3, that of 1.2 pay_begin_1_2, which refuses a new
  * payment without an amount (22004); the SQL of 1.0 and 1.1, still
  * installed until ALTER EXTENSION UPDATE, binds pay_begin, which records it
- * with none, as those versions did.
+ * with none, as those versions did.  The SQL of 1.4 binds pay_begin_1_4,
+ * which refuses to run inside a transaction block.
  */
 static Datum
 BeginPayment(FunctionCallInfo fcinfo, PayApi api)
 {
-	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
-	Datum		bizno = PayKeyArgument(fcinfo, 0);
-	PaymentAmount amount = PayAmountArguments(fcinfo, 1, 2, api);
+	const PayCatalog *catalog;
+	Datum		bizno;
+	PaymentAmount amount;
 	PayAction	action;
+
+	if (api >= PAY_API_1_4)
+		RefuseClaimInTransaction("pay_begin");
+	catalog = PayCatalogGetTables(fcinfo);
+	bizno = PayKeyArgument(fcinfo, 0);
+	amount = PayAmountArguments(fcinfo, 1, 2, api);
 
 	SPI_connect();
 	action = Claim(fcinfo, catalog, bizno, &amount, api, NULL);
@@ -342,6 +389,12 @@ Datum
 pay_begin_1_3(PG_FUNCTION_ARGS)
 {
 	return BeginPayment(fcinfo, PAY_API_1_3);
+}
+
+Datum
+pay_begin_1_4(PG_FUNCTION_ARGS)
+{
+	return BeginPayment(fcinfo, PAY_API_1_4);
 }
 
 /*
@@ -383,12 +436,18 @@ ClaimResult(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 static Datum
 ClaimPayment(FunctionCallInfo fcinfo, PayApi api)
 {
-	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
-	Datum		bizno = PayKeyArgument(fcinfo, 0);
-	PaymentAmount amount = PayAmountArguments(fcinfo, 1, 2, api);
+	const PayCatalog *catalog;
+	Datum		bizno;
+	PaymentAmount amount;
 	PayAction	action;
 	LedgerRow	row;
 	Datum		result;
+
+	if (api >= PAY_API_1_4)
+		RefuseClaimInTransaction("pay_claim");
+	catalog = PayCatalogGetTables(fcinfo);
+	bizno = PayKeyArgument(fcinfo, 0);
+	amount = PayAmountArguments(fcinfo, 1, 2, api);
 
 	SPI_connect();
 	action = Claim(fcinfo, catalog, bizno, &amount, api, &row);
@@ -409,6 +468,12 @@ Datum
 pay_claim_1_3(PG_FUNCTION_ARGS)
 {
 	return ClaimPayment(fcinfo, PAY_API_1_3);
+}
+
+Datum
+pay_claim_1_4(PG_FUNCTION_ARGS)
+{
+	return ClaimPayment(fcinfo, PAY_API_1_4);
 }
 
 /*
@@ -540,12 +605,16 @@ pay_open_1_3(PG_FUNCTION_ARGS)
 static Datum
 OpenClaimPayment(FunctionCallInfo fcinfo, PayApi api)
 {
-	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	const PayCatalog *catalog;
 	PaymentAmount amount;
 	PayAction	action;
 	LedgerRow	row;
 	Datum		bizno;
 	Datum		result;
+
+	if (api >= PAY_API_1_4)
+		RefuseClaimInTransaction("pay_open_claim");
+	catalog = PayCatalogGetTables(fcinfo);
 
 	SPI_connect();
 	bizno = OpenOrder(fcinfo, catalog, &amount, api);
@@ -569,3 +638,8 @@ pay_open_claim_1_3(PG_FUNCTION_ARGS)
 	return OpenClaimPayment(fcinfo, PAY_API_1_3);
 }
 
+Datum
+pay_open_claim_1_4(PG_FUNCTION_ARGS)
+{
+	return OpenClaimPayment(fcinfo, PAY_API_1_4);
+}

@@ -81,6 +81,8 @@ static const PayReasonSpec reasons[PAY_REASON_COUNT] = {
 	"Refund at most %s, the rest of the capture; a failed refund frees its share."},
 	[PAY_REASON_ARCHIVED] = {"pay_archived", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 	"This payment was archived; never charge it."},
+	[PAY_REASON_CLAIM_IN_TRANSACTION] = {"pay_claim_in_transaction", ERRCODE_ACTIVE_SQL_TRANSACTION,
+	"Claim in autocommit mode, so that the claim is committed when it answers, and call the bank after that. Code that claims inside a transaction and commits it before calling the bank may SET idempotent_pay.claim_in_transaction = allow."},
 	[PAY_REASON_DDL_REFUSED] = {"pay_ddl_refused", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 	"For deliberate maintenance, a superuser runs SET idempotent_pay.maintenance = on first: the DDL then passes and is recorded in pay_maintenance_log (doc/operations.md)."},
 };

@@ -57,6 +57,8 @@ typedef enum PayReasonId
 	PAY_REASON_REFUND_LIMIT,
 	/* since 1.3 */
 	PAY_REASON_ARCHIVED,
+	/* since 1.4 */
+	PAY_REASON_CLAIM_IN_TRANSACTION,
 	/* DDL on the extension's objects (ddl.c) */
 	PAY_REASON_DDL_REFUSED,
 	PAY_REASON_COUNT

@@ -28,6 +28,7 @@ int			pay_stuck_after_ms = 5 * 60 * 1000;
 char	   *pay_notify_channel = NULL;
 char	   *pay_journal_note = NULL;
 int			pay_parameter_change = PAY_PARAMETER_CHANGE_ALLOW;
+int			pay_claim_in_transaction = PAY_CLAIM_IN_TRANSACTION_REFUSE;
 int			pay_max_response_bytes = 65536;
 bool		pay_maintenance = false;
 
@@ -40,6 +41,12 @@ static const struct config_enum_entry retry_failed_options[] = {
 static const struct config_enum_entry parameter_change_options[] = {
 	{"allow", PAY_PARAMETER_CHANGE_ALLOW, false},
 	{"refuse", PAY_PARAMETER_CHANGE_REFUSE, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry claim_in_transaction_options[] = {
+	{"refuse", PAY_CLAIM_IN_TRANSACTION_REFUSE, false},
+	{"allow", PAY_CLAIM_IN_TRANSACTION_ALLOW, false},
 	{NULL, 0, false}
 };
 
@@ -99,6 +106,21 @@ PayDefineSettings(void)
 							 &pay_parameter_change,
 							 PAY_PARAMETER_CHANGE_ALLOW, parameter_change_options,
 							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * Any role: whether a claim is committed before the bank is called is
+	 * decided by the caller's own code, which is what this lets a test
+	 * harness, or code that commits the claim itself, say.
+	 */
+	DefineCustomEnumVariable("idempotent_pay.claim_in_transaction",
+							 "Whether pay_claim, pay_open_claim and pay_begin may run inside a transaction block.",
+							 "refuse: 25001 pay_claim_in_transaction, since a claim rolled back after the bank call "
+							 "is claimed again and charged twice; allow: for code that commits the claim itself before calling the bank.",
+							 &pay_claim_in_transaction,
+							 PAY_CLAIM_IN_TRANSACTION_REFUSE, claim_in_transaction_options,
+							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
 

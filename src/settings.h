@@ -38,6 +38,17 @@ typedef enum PayParameterChange
 } PayParameterChange;
 extern int	pay_parameter_change;
 
+/*
+ * idempotent_pay.claim_in_transaction: may a claim run inside a transaction
+ * block, where it is not durable before the caller acts on it?
+ */
+typedef enum PayClaimInTransaction
+{
+	PAY_CLAIM_IN_TRANSACTION_REFUSE,
+	PAY_CLAIM_IN_TRANSACTION_ALLOW
+} PayClaimInTransaction;
+extern int	pay_claim_in_transaction;
+
 /* idempotent_pay.max_response_bytes: the largest response stored */
 extern int	pay_max_response_bytes;
 
