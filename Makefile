@@ -56,6 +56,11 @@ REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
+# The specs interleave claims that have not committed yet, inside
+# transaction blocks on purpose, so every session they open allows it
+# (regress claim_durable tests the refusal): isolationtester runs under
+# this launcher, and its connections read PGOPTIONS.
+ISOLATION_OPTS += --launcher='env PGOPTIONS=-cidempotent_pay.claim_in_transaction=allow'
 
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers
 
@@ -63,6 +68,7 @@ EXTRA_CLEAN = results output_iso regression.diffs regression.out
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
 
 # A release archive named for the control file's default_version.
 .PHONY: dist
