@@ -1,6 +1,6 @@
 -- The payment API contract, as a user checks it.
 BEGIN;
-SELECT plan(62);
+SELECT plan(64);
 
 -- Types
 SELECT has_type('pay_status');
@@ -74,6 +74,14 @@ SELECT is((SELECT count(*)::int FROM pg_proc
              AND prosecdef AND prolang = (SELECT oid FROM pg_language WHERE lanname = 'c')
              AND proconfig IS NULL),
           4, 'the hot path runs as the owner and pins search_path in C, for the SQL it runs');
+
+-- A claim is refused inside a transaction block, as every pgTAP file runs:
+-- rolled back after the bank call, it would be claimed and charged again.
+SELECT throws_ok($$SELECT pay_claim('TAP-IN-BLOCK', 5, 'USD')$$, '25001', NULL,
+                 'a claim inside a transaction block is refused');
+SELECT is((SELECT count(*)::int FROM pay_ledger WHERE bizno = 'TAP-IN-BLOCK'), 0, 'and writes nothing');
+-- The tests below claim in this transaction, which rolls back at the end.
+SET LOCAL idempotent_pay.claim_in_transaction = allow;
 
 -- Decisions
 SELECT is(pay_begin('TAP-1', 5, 'USD'), 'PROCEED', 'a new bizNo: PROCEED');

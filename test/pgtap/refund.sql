@@ -1,6 +1,8 @@
 -- Refunds, as a user checks them.
 BEGIN;
 SELECT plan(65);
+-- The tests claim in this transaction, which rolls back at the end.
+SET LOCAL idempotent_pay.claim_in_transaction = allow;
 
 -- What a statement raises: SQLSTATE and constraint name ('ok' when it does not raise).
 CREATE FUNCTION tap_outcome(statement text) RETURNS text LANGUAGE plpgsql AS $$
