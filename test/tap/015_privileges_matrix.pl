@@ -283,7 +283,10 @@ for my $name (@readme_superusers)
 # on success by raising, so that it is rolled back like a failure.
 $node->safe_psql(
 	'payments', q{
-	CREATE FUNCTION attempt(r name, call text) RETURNS text LANGUAGE plpgsql AS $$
+	-- the call runs in a subtransaction rolled back on purpose: a claim may
+	-- run there
+	CREATE FUNCTION attempt(r name, call text) RETURNS text LANGUAGE plpgsql
+	SET idempotent_pay.claim_in_transaction = allow AS $$
 	DECLARE
 		state text;
 		message text;
