@@ -308,6 +308,17 @@ is(proxy_sql("SELECT action, channel_ref, response FROM pay_claim('$bizno')"),
 	'ALREADY_SUCCEEDED|BANK-1|{"ok": true}', 'a later claim replays the first answer');
 is(proxy_sql("SELECT * FROM pay_get('$bizno')"),
 	partition_sql($home, "SELECT * FROM pay_get('$bizno')"), 'pay_get through the proxy: the partition\'s row');
+
+# A claim through the proxy is a statement of its own on its partition,
+# committed there before the proxy answers: the caller's transaction on the
+# proxy rolling back after the bank call does not undo it, so the retry is
+# IN_PROGRESS (the partition never sees the caller's transaction block, and
+# need not refuse the claim).
+is( proxy_sql(
+		"BEGIN; SELECT action || ' ' || attempt FROM pay_claim('TAP-PROXY-TX', 10, 'EUR'); ROLLBACK;"),
+	'PROCEED 1', 'a claim inside a transaction on the proxy: PROCEED');
+is(proxy_sql("SELECT action || ' ' || attempt FROM pay_claim('TAP-PROXY-TX', 10, 'EUR')"),
+	'IN_PROGRESS 1', 'that transaction rolled back: the retry is IN_PROGRESS, the claim stands');
 is(proxy_sql("SELECT count(*) FROM pay_get('TAP-UNKNOWN')"), 0, 'pay_get of an unknown key: no row');
 is(proxy_sql("SELECT * FROM pay_find('SHOP', 'TAP-1')"),
 	partition_sql($home, "SELECT * FROM pay_find('SHOP', 'TAP-1')"),

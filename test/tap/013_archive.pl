@@ -75,10 +75,11 @@ my $grants = q{SELECT pay_grant('payment_app'), pay_grant_operator('payment_ops'
 # outcome(call): the first column of call's result, else its SQLSTATE and
 # the constraint the error names.  It catches the error in a subtransaction,
 # where a claim is refused by default; the claims it runs commit with the
-# statement, so it allows them.
+# statement, so the session allows them (a plain SET: an application role
+# may not name a setting of a library not loaded yet in a function's SET).
 my $outcome = q{
-	CREATE FUNCTION pg_temp.outcome(call text) RETURNS text LANGUAGE plpgsql
-	SET idempotent_pay.claim_in_transaction = allow AS $$
+	SET idempotent_pay.claim_in_transaction = allow;
+	CREATE FUNCTION pg_temp.outcome(call text) RETURNS text LANGUAGE plpgsql AS $$
 	DECLARE
 		result text;
 		state text;
