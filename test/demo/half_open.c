@@ -7,7 +7,9 @@
  * the answer; it declines a share (--decline) of first requests.
  *
  * naive:	 no answer means "try again": charge again until an answer arrives.
- * guarded: pay_open -> pay_claim; PROCEED charges once under reference
+ * guarded: pay_open -> pay_claim, in autocommit (libpq's way: each
+ *			 statement its own transaction), so the claim is committed before
+ *			 the bank is called; PROCEED charges once under reference
  *			 bizNo/attempt and settles with pay_succeed / pay_fail and the
  *			 attempt; IN_PROGRESS never charges but waits while a reconciler
  *			 thread takes pay_stuck rows, asks the bank (query_and_close)
@@ -281,7 +283,10 @@ pay_guarded(Worker *w, PGconn *conn, int order)
 	for (;;)
 	{
 		const char *key[1] = {bizno};
-		/* the decision and the attempt it is for, in one round trip */
+		/*
+		 * the decision and the attempt it is for, in one round trip, and
+		 * committed when it answers: outside a transaction block
+		 */
 		char	   *claim = query_value(conn, "SELECT action || ' ' || attempt FROM pay_claim($1)",
 										1, key, state);
 		char	   *action = claim;

@@ -3,7 +3,9 @@
  *
  * CLIENT_WORKERS threads (each with its own autocommit Connection) pay
  * CLIENT_ORDERS orders against the simulated bank (test/demo/bank.sql):
- * claim; on PROCEED charge under "bizno/attempt", then either lose the answer
+ * claim (in autocommit, so the claim is committed when it answers, before the
+ * bank is called -- inside a transaction it would be refused, 25001); on
+ * PROCEED charge under "bizno/attempt", then either lose the answer
  * (30 %) or settle with that attempt; claim again until ALREADY_SUCCEEDED.
  * A reconciler thread settles what stays PROCESSING by asking the bank
  * (pay_stuck inside a transaction, bank.query_and_close, settle, commit).

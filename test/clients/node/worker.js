@@ -2,7 +2,9 @@
 //
 // CLIENT_WORKERS async workers share one pg.Pool (size workers + 1) and pay
 // CLIENT_ORDERS orders through the simulated bank of test/demo/bank.sql:
-// claim; on PROCEED charge the bank under "bizno/attempt", then "lose the
+// claim (pool.query outside BEGIN: autocommit, so the claim is committed when
+// it answers, before the bank is called -- inside a transaction it would be
+// refused, 25001); on PROCEED charge the bank under "bizno/attempt", then "lose the
 // answer" 30% of the time, else settle with that attempt; re-claim (after
 // 50 ms on IN_PROGRESS) until ALREADY_SUCCEEDED.  A reconciler settles what
 // is stuck in PROCESSING by asking the bank (query_and_close), inside one

@@ -3,7 +3,9 @@
 What it shows: CLIENT_WORKERS threads pay CLIENT_ORDERS orders against a
 simulated bank while answers get lost (as on a half-open network) and a
 reconciler settles what is stuck -- and still every order is paid exactly
-once.  Each order: claim; on PROCEED charge the bank under bizno/attempt
+once.  Each order: claim (in autocommit: the claim is committed when it
+answers, before the bank is called -- inside a transaction, psycopg's
+default, it would be refused, 25001); on PROCEED charge the bank under bizno/attempt
 (the attempt is the fencing token), then settle with that attempt -- or,
 30% of the time, "lose" the bank's answer and leave it to the reconciler;
 re-claim until ALREADY_SUCCEEDED.  Errors are told apart by SQLSTATE and
@@ -38,6 +40,7 @@ second_charges = []  # "bizno charge" for every SECOND_CHARGE pay_succeed return
 
 
 def connect():
+    # autocommit=True: each claim is committed when it answers.
     # prepare_threshold=None: never use server-side prepared statements.
     # psycopg 3 otherwise prepares a query after 5 executions (named
     # _pg3_N); behind PgBouncer in transaction pooling the next execution
