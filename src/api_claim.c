@@ -77,6 +77,8 @@ PG_FUNCTION_INFO_V1(pay_open_claim_1_4);
  * new attempt is a new reference at the bank.  Refused whatever the answer
  * would be, so that a caller meets it on the first test, not with the first
  * new payment in production.  Called before anything is read or written.
+ * A pipeline's first statement cannot know that more will follow, as for
+ * PreventInTransactionBlock.
  */
 static void
 RefuseClaimInTransaction(const char *function)
