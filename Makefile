@@ -69,7 +69,6 @@ EXTRA_CLEAN = results output_iso regression.diffs regression.out
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-
 # A release archive named for the control file's default_version.
 .PHONY: dist
 dist:
