@@ -101,43 +101,44 @@ ArchiveColumns(const PayCatalog *catalog)
 	return list.data;
 }
 
-/* Prepare the reads for the catalog as it is now, once per generation. */
-static void
-PrepareLookups(const PayCatalog *catalog)
+/*
+ * The saved plan of a read for the catalog as it is now, prepared at its
+ * first use: a read of the ledger never touches the archive, not even to
+ * be planned, so that it never waits for a pay_archive creating a month's
+ * partition (which locks pay_ledger_archive until it commits).  A new
+ * catalog generation forgets them all.
+ */
+static SPIPlanPtr
+LookupPlanFor(const PayCatalog *catalog, LookupPlan which)
 {
 	static const int nargs[LOOKUP_PLANS] = {
 		[LOOKUP_LEDGER] = 1,[LOOKUP_LEDGER_ORDER] = 2,
 		[LOOKUP_ARCHIVE] = 1,[LOOKUP_ARCHIVE_ORDER] = 2,
 	};
 	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	char	   *archive_columns = NULL;
+	SPIPlanPtr	plan;
 
-	if (lookup_generation == catalog->generation)
-		return;
-
-	/* an error part-way leaves the generation old: all are prepared again */
-	for (int i = 0; i < LOOKUP_PLANS; i++)
+	if (lookup_generation != catalog->generation)
 	{
-		SPIPlanPtr	plan;
-
-		if (lookup_plans[i] != NULL)
-		{
-			SPI_freeplan(lookup_plans[i]);
-			lookup_plans[i] = NULL;
-		}
-		if (i >= LOOKUP_ARCHIVE && !OidIsValid(catalog->archive_keys))
-			continue;			/* no archive before 1.3 */
-		if (i >= LOOKUP_ARCHIVE && archive_columns == NULL)
-			archive_columns = ArchiveColumns(catalog);
-		plan = SPI_prepare(psprintf(lookup_queries[i], catalog->schema,
-									archive_columns ? archive_columns : ""),
-						   nargs[i], argtypes);
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(plan);
-		lookup_plans[i] = plan;
+		for (int i = 0; i < LOOKUP_PLANS; i++)
+			if (lookup_plans[i] != NULL)
+			{
+				SPI_freeplan(lookup_plans[i]);
+				lookup_plans[i] = NULL;
+			}
+		lookup_generation = catalog->generation;
 	}
-	lookup_generation = catalog->generation;
+	if (lookup_plans[which] != NULL)
+		return lookup_plans[which];
+
+	plan = SPI_prepare(psprintf(lookup_queries[which], catalog->schema,
+								which >= LOOKUP_ARCHIVE ? ArchiveColumns(catalog) : ""),
+					   nargs[which], argtypes);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(plan);
+	lookup_plans[which] = plan;
+	return plan;
 }
 
 /*
@@ -151,8 +152,7 @@ ReadRow(const PayCatalog *catalog, LookupPlan plan, Datum *args, Datum *row)
 	bool		isnull;
 	int			ret;
 
-	PrepareLookups(catalog);
-	ret = SPI_execute_plan(lookup_plans[plan], args, NULL, true, 1);
+	ret = SPI_execute_plan(LookupPlanFor(catalog, plan), args, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
