@@ -157,10 +157,9 @@ ReadRow(const PayCatalog *catalog, LookupPlan plan, Datum *args, Datum *row)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
 		return false;
-	*row = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (isnull)
-		return false;
-	*row = SPI_datumTransfer(*row, false, -1);
+	/* a whole row, or ROW(...): never NULL */
+	*row = SPI_datumTransfer(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull),
+							 false, -1);
 	return true;
 }
 

@@ -22,7 +22,9 @@
  * read straight through the heap and index access methods under the
  * snapshot the ledger's probe would take now, so that a payment whose
  * ledger row the probe no longer sees (archived meanwhile, and committed)
- * is seen archived.
+ * is seen archived.  The readers, pay_get and pay_find (api_lookup.c), look
+ * up under their query's snapshot instead (PayArchiveHoldsAsOf), the one
+ * their read of the ledger took.
  *
  * The hash is hashtextextended's with seed 0 over the key's bytes, which
  * SQL computes as pg_catalog.hashtextextended(key COLLATE "C", 0); a
