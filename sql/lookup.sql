@@ -142,6 +142,14 @@ SELECT (SELECT g FROM pay_get(:'order_paid') AS g)::text
                    a.last_error, a.created_at, a.updated_at, a.processing_since, a.note, a.parent,
                    a.refund_key, a.response)::pay_ledger::text
         FROM pay_ledger_archive AS a WHERE a.bizno = :'order_paid') AS row_as_archived;
+-- how a caller tells the archive's row from the ledger's (doc/guide.md):
+-- in the same statement, under the same snapshot, the ledger has no row
+SET ROLE regress_lookup_app;
+SELECT k.key, g.status, g.channel_ref,
+       NOT EXISTS (SELECT FROM pay_ledger AS l WHERE l.bizno = g.bizno) AS archived
+FROM unnest(ARRAY['LK-SUCCESS', 'LK-LIVE']) AS k(key), LATERAL pay_get(k.key) AS g
+ORDER BY k.key COLLATE "C";
+RESET ROLE;
 -- the refusals' messages and hints
 SELECT regexp_replace(lookup_refusal(format('SELECT * FROM pay_get(%L)', :'swapped')),
                       'LK-ORDER-PIAD-[0-9A-Z-]+', '<mistyped>') AS mistyped;
