@@ -17,6 +17,7 @@ OBJS = \
 	src/api_refund.o \
 	src/api_settle.o \
 	src/api_archive.o \
+	src/api_lookup.o \
 	src/bizno.o \
 	src/lifecycle.o \
 	src/ddl.o \
@@ -51,10 +52,10 @@ PROXY_EXTENSION = idempotent_pay_proxy
 DATA = $(wildcard sql/$(EXTENSION)--*.sql) \
 	$(PROXY_EXTENSION).control $(wildcard sql/$(PROXY_EXTENSION)--*.sql)
 
-REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive seams ddl replica_mode write_policy claim_durable upgrade version13
+REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive seams ddl replica_mode write_policy claim_durable lookup upgrade version13
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
-ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready
+ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready archive-get
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 # The specs interleave claims that have not committed yet, inside
 # transaction blocks on purpose, so every session they open allows it

@@ -25,6 +25,27 @@ RETURNS @extschema@.pay_action
 AS 'MODULE_PATHNAME', 'pay_begin_1_4'
 LANGUAGE C VOLATILE SECURITY DEFINER;
 
+-- pay_get and pay_find: no row reads as "not paid" (src/api_lookup.c).
+-- 1.3's read the ledger alone, and gave no row for an archived payment and
+-- for a mistyped bizNo; these answer from the archive when the ledger has
+-- no row, 55000 pay_archived once the month is dropped, 22P02 for a bizNo
+-- whose check character fails.  CREATE OR REPLACE keeps their grants.
+CREATE OR REPLACE FUNCTION @extschema@.pay_get(bizno text)
+RETURNS SETOF @extschema@.pay_ledger
+AS 'MODULE_PATHNAME', 'pay_get_1_4'
+LANGUAGE C STABLE STRICT SECURITY DEFINER ROWS 1 SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_get(text) IS
+'The row of a bizNo: the ledger''s, else the archive''s (55000 pay_archived once its month is dropped); 22P02 for a mistyped bizNo; no row when unknown';
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_find(prefix text, biz_id text)
+RETURNS SETOF @extschema@.pay_ledger
+AS 'MODULE_PATHNAME', 'pay_find_1_4'
+LANGUAGE C STABLE STRICT SECURITY DEFINER ROWS 1 SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_find(text, text) IS
+'The row of business action (prefix, biz_id): the ledger''s, else the archive''s (55000 pay_archived once its month is dropped); no row when it has none. Creates nothing';
+
 
 -- Last: the initial privileges (pg_init_privs) back to what the complete
 -- script records, the owner's and PUBLIC's alone.  PostgreSQL records the

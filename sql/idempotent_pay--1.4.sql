@@ -853,28 +853,27 @@ LANGUAGE C VOLATILE SECURITY DEFINER;
 COMMENT ON FUNCTION @extschema@.pay_fail(text, text, integer) IS
 'PROCESSING -> FAILED under the attempt pay_claim returned (required); a no-op on FAILED';
 
--- Reading the ledger.  pay_get gives no row for an unknown bizNo; pay_find
--- looks a payment up by its business action and creates nothing.
+-- Reading a payment (src/api_lookup.c): the ledger's row, else, when the
+-- ledger has none, the archive's while its month is kept -- with the
+-- ledger's columns, the archive's answer as the ledger's --, and 55000
+-- pay_archived once the month is dropped; a bizNo whose check character
+-- fails is 22P02.  No row: no payment has the key or business action.
+-- pay_find creates nothing.
 CREATE FUNCTION @extschema@.pay_get(bizno text)
 RETURNS SETOF @extschema@.pay_ledger
-AS $$
-    SELECT l FROM @extschema@.pay_ledger AS l WHERE l.bizno OPERATOR(pg_catalog.=) $1
-$$
-LANGUAGE sql STABLE SECURITY DEFINER ROWS 1 SET search_path = @extschema@, pg_temp;
+AS 'MODULE_PATHNAME', 'pay_get_1_4'
+LANGUAGE C STABLE STRICT SECURITY DEFINER ROWS 1 SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_get(text) IS
-'The ledger row of a bizNo; no row when unknown';
+'The row of a bizNo: the ledger''s, else the archive''s (55000 pay_archived once its month is dropped); 22P02 for a mistyped bizNo; no row when unknown';
 
 CREATE FUNCTION @extschema@.pay_find(prefix text, biz_id text)
 RETURNS SETOF @extschema@.pay_ledger
-AS $$
-    SELECT l FROM @extschema@.pay_ledger AS l
-    WHERE l.prefix OPERATOR(pg_catalog.=) $1 AND l.biz_id OPERATOR(pg_catalog.=) $2 AND l.parent IS NULL
-$$
-LANGUAGE sql STABLE SECURITY DEFINER ROWS 1 SET search_path = @extschema@, pg_temp;
+AS 'MODULE_PATHNAME', 'pay_find_1_4'
+LANGUAGE C STABLE STRICT SECURITY DEFINER ROWS 1 SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_find(text, text) IS
-'The ledger row of business action (prefix, biz_id); no row when it has none. Creates nothing';
+'The row of business action (prefix, biz_id): the ledger''s, else the archive''s (55000 pay_archived once its month is dropped); no row when it has none. Creates nothing';
 
 -- The payments a reconciler should ask the bank about; SKIP LOCKED lets
 -- several reconcilers share the work without waiting for each other.

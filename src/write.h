@@ -19,6 +19,7 @@
 
 #include "fmgr.h"
 #include "utils/relcache.h"
+#include "utils/snapshot.h"
 
 #include "catalog.h"
 #include "machine.h"
@@ -74,10 +75,12 @@ typedef enum PayArchiveMove
 
 extern uint64 PayArchiveKeyHash(Datum key);
 extern uint64 PayArchiveIdentityHash(Datum key);
+extern uint64 PayArchiveOrderHash(Datum prefix, Datum biz_id);
 extern PayArchived PayArchiveFind(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
 extern PayArchived PayArchiveFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,
 									   LedgerRow *row);
 extern bool PayArchiveHolds(const PayCatalog *catalog, Datum bizno);
+extern bool PayArchiveHoldsAsOf(const PayCatalog *catalog, uint64 hash, Snapshot snapshot);
 extern void PayArchiveRefuseArchivedMeanwhile(const PayCatalog *catalog, Datum bizno);
 extern void PayArchiveForgetChecked(void);
 extern bool PayArchiveHoldsNewRow(const PayCatalog *catalog, Datum bizno);

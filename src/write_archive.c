@@ -22,7 +22,9 @@
  * read straight through the heap and index access methods under the
  * snapshot the ledger's probe would take now, so that a payment whose
  * ledger row the probe no longer sees (archived meanwhile, and committed)
- * is seen archived.
+ * is seen archived.  The readers, pay_get and pay_find (api_lookup.c), look
+ * up under their query's snapshot instead (PayArchiveHoldsAsOf), the one
+ * their read of the ledger took.
  *
  * The hash is hashtextextended's with seed 0 over the key's bytes, which
  * SQL computes as pg_catalog.hashtextextended(key COLLATE "C", 0); a
@@ -79,8 +81,8 @@ PayArchiveKeyHash(Datum key)
 }
 
 /* The hash of business action (prefix, biz_id): of "prefix biz_id". */
-static uint64
-OrderHash(Datum prefix, Datum biz_id)
+uint64
+PayArchiveOrderHash(Datum prefix, Datum biz_id)
 {
 	text	   *p = DatumGetTextPP(prefix);
 	text	   *b = DatumGetTextPP(biz_id);
@@ -444,8 +446,30 @@ HashVisible(const PayCatalog *catalog, Snapshot snapshot, uint64 hash)
 	return holds;
 }
 
-/* whether this backend saw a page in pay_archive_keys (ArchiveHoldsHash) */
+/* whether this backend saw a page in pay_archive_keys (ArchiveMayHoldHashes) */
 static bool archive_keys_had_pages = false;
+
+/*
+ * Whether pay_archive_keys may hold any hash.  A table of no page holds no
+ * row, committed or not: all a database that never archived pays for a
+ * lookup is the table's size, without a snapshot or an index scan.  Once
+ * it has seen a page, the backend stops asking: the lookup answers right
+ * either way, and a table that received hashes keeps its pages.
+ */
+static bool
+ArchiveMayHoldHashes(const PayCatalog *catalog)
+{
+	if (!OidIsValid(catalog->archive_keys))
+		return false;			/* an installation of 1.2 or older */
+	if (!archive_keys_had_pages)
+	{
+		Relation	keys = table_open(catalog->archive_keys, AccessShareLock);
+
+		archive_keys_had_pages = RelationGetNumberOfBlocks(keys) > 0;
+		table_close(keys, NoLock);	/* held to the end, as a SELECT holds it */
+	}
+	return archive_keys_had_pages;
+}
 
 /*
  * Whether pay_archive_keys holds hash, under the snapshot the ledger's
@@ -460,24 +484,8 @@ static bool archive_keys_had_pages = false;
 static bool
 ArchiveHoldsHash(const PayCatalog *catalog, uint64 hash)
 {
-	if (!OidIsValid(catalog->archive_keys))
-		return false;			/* an installation of 1.2 or older */
-	/*
-	 * A table of no page holds no row, committed or not: all a database
-	 * that never archived pays for the lookup is the table's size, without
-	 * a snapshot or an index scan.  Once it has seen a page, the backend
-	 * stops asking: the lookup answers right either way, and a table that
-	 * received hashes keeps its pages.
-	 */
-	if (!archive_keys_had_pages)
-	{
-		Relation	keys = table_open(catalog->archive_keys, AccessShareLock);
-
-		archive_keys_had_pages = RelationGetNumberOfBlocks(keys) > 0;
-		table_close(keys, NoLock);	/* held to the end, as a SELECT holds it */
-		if (!archive_keys_had_pages)
-			return false;
-	}
+	if (!ArchiveMayHoldHashes(catalog))
+		return false;
 	if (HashVisible(catalog, GetTransactionSnapshot(), hash))
 		return true;
 	if (IsolationUsesXactSnapshot() && HashVisible(catalog, GetLatestSnapshot(), hash))
@@ -518,7 +526,7 @@ PayArchiveIdentityHash(Datum key)
 	Datum		biz_id;
 
 	if (KeyBusinessAction(key, &prefix, &biz_id))
-		return OrderHash(prefix, biz_id);
+		return PayArchiveOrderHash(prefix, biz_id);
 	return PayArchiveKeyHash(key);
 }
 
@@ -566,7 +574,7 @@ PayArchiveFind(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 PayArchived
 PayArchiveFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, LedgerRow *row)
 {
-	uint64		hash = OrderHash(prefix, biz_id);
+	uint64		hash = PayArchiveOrderHash(prefix, biz_id);
 
 	if (!ArchiveHoldsHash(catalog, hash))
 	{
@@ -575,6 +583,20 @@ PayArchiveFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, Ledge
 	}
 	return PaySqlFindArchivedOrder(catalog, prefix, biz_id, row) ?
 		PAY_ARCHIVED_KEPT : PAY_ARCHIVED_DROPPED;
+}
+
+/*
+ * Whether pay_archive_keys holds hash as snapshot sees it: for the readers
+ * (pay_get, pay_find), which read the ledger, the hashes and the archive's
+ * rows under the one snapshot of the query that calls them.  pay_archive
+ * deletes a payment's ledger row and adds its hash and archived row in one
+ * transaction, so that the snapshot sees either the ledger's row or the
+ * other two; a reader never writes, and raises no serialization failure.
+ */
+bool
+PayArchiveHoldsAsOf(const PayCatalog *catalog, uint64 hash, Snapshot snapshot)
+{
+	return ArchiveMayHoldHashes(catalog) && HashVisible(catalog, snapshot, hash);
 }
 
 /* Whether the payment of bizno was archived, kept or not. */

@@ -155,6 +155,15 @@ $primary->wait_for_catchup($standby);
 is($standby->safe_psql('retention', 'SELECT * FROM pay_archive_verify()'),
 	$primary->safe_psql('retention', 'SELECT * FROM pay_archive_verify()'),
 	'retention: the synchronous standby has the archive before the load');
+# A look-up on the hot standby answers an archived payment from the archive,
+# as the primary does: never no row.
+my $lookup_sql = q{SELECT count(*) || E'\n' || string_agg(g::text, E'\n' ORDER BY g.bizno)
+                   FROM pay_ledger_archive AS a, LATERAL pay_get(a.bizno) AS g};
+is($standby->safe_psql('retention', $lookup_sql),
+	$primary->safe_psql('retention', $lookup_sql),
+	'retention: pay_get on the standby answers each archived payment and refund from the archive, as on the primary');
+like($standby->safe_psql('retention', $lookup_sql), qr/^@{[scalar @archived_first]}\n/,
+	'retention: ... every one of them');
 
 # One worker's script, as units.  A unit is the statements of one step of one
 # payment and ends with an acknowledgement printed only after they returned:

@@ -14,7 +14,8 @@
 #    pay_archive_months recorded), pay_archive_keys with the same hashes,
 #    and late retries answer as before the dump (ALREADY_SUCCEEDED from the
 #    archive, 55000 for an archived FAILED or INIT key, pay_open's archived
-#    bizNo, PROCEED for a new key).  Once a month's partitions are dropped
+#    bizNo, PROCEED for a new key), as do pay_get and pay_find (the archived
+#    row, 55000 once its month is dropped).  Once a month's partitions are dropped
 #    each of its keys is refused with 55000, also after another dump and
 #    restore: the hashes are dumped, not the partitions.  amcheck finds the
 #    restored ledger, journal and archive intact.
@@ -471,12 +472,27 @@ sub hashes
 
 # Late retries of every archived payment, refund and business action, of
 # the one left PROCESSING, and of a new key: each call and its outcome.
+# With them the look-ups a caller makes before it pays (pay_get, and
+# pay_find of a business action): the archived row while its month is
+# kept, 55000 once dropped -- never no row.
 my $new_keys = 0;
 my @late_calls;
+sub lookup_call
+{
+	my ($from) = @_;
+	return "SELECT coalesce((SELECT status || ' ' || attempt FROM $from), 'no row')";
+}
 for my $month (@months)
 {
 	for my $p (@{ $expected->{$month}{payments} })
 	{
+		my $attempts = $p->{state} eq 'INIT' ? 0 : $p->{retried} ? 2 : 1;
+		push @late_calls, [ $month, lookup_call("pay_get('$p->{bizno}')"), "$p->{state} $attempts", 'lookup' ];
+		push @late_calls,
+		  [ $month, lookup_call("pay_find('$p->{prefix}', '$p->{biz_id}')"), "$p->{state} $attempts", 'lookup' ]
+		  if $p->{biz_id};
+		push @late_calls, [ $month, lookup_call("pay_get('$_->{bizno}')"), "$_->{state} 1", 'lookup' ]
+		  for @{ $p->{refunds} // [] };
 		push @late_calls, [ $month, "SELECT pay_begin('$p->{bizno}', $p->{amount}, 'EUR')", $p->{state} ];
 		push @late_calls,
 		  [ $month, "SELECT (pay_claim('$p->{bizno}', $p->{amount}, 'EUR')).action", $p->{state} ];
@@ -510,9 +526,11 @@ sub expected_late_retries
 	my ($new, %dropped) = @_;
 	return join("\n",
 		(map {
-			my ($month, $call, $answer) = @$_;
+			my ($month, $call, $answer, $lookup) = @$_;
 			"$call => "
-			  . ($dropped{$month} || $answer =~ /^(FAILED|INIT|refused)$/ ? '55000 pay_archived'
+			  . ($dropped{$month} ? '55000 pay_archived'
+				: $lookup ? $answer
+				: $answer =~ /^(FAILED|INIT|refused)$/ ? '55000 pay_archived'
 				: $answer eq 'SUCCESS' ? 'ALREADY_SUCCEEDED'
 				: $answer)
 		} @late_calls),
