@@ -350,6 +350,10 @@ SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
 SELECT bizno, status, attempt, amount, currency, channel_ref FROM pay_ledger WHERE bizno LIKE 'UP-%' ORDER BY bizno;
 SELECT (pay_claim('UP-9')).action AS replayed;
 SELECT pay_succeed('UP-10', 'BANK-10', 1) AS settled_across_the_update;
+-- the entry into SUCCESS names its answer from 1.4 on; one journaled
+-- before names none, and pay_verify compares none of it
+SELECT bizno, channel_ref, response_digest FROM pay_journal
+WHERE bizno LIKE 'UP-%' AND to_status = 'SUCCESS' ORDER BY bizno;
 SELECT * FROM pay_verify();
 DROP OWNED BY regress_upgrade_app;
 DROP OWNED BY regress_upgrade_ops;
