@@ -416,7 +416,7 @@ Guard(FunctionCallInfo fcinfo, bool rules_1_3)
 	{
 		if (TRIGGER_FIRED_BY_INSERT(event))
 		{
-			/* a row replicated or restored was written so where it was made */
+			/* a row replicated or restored was the extension's where it was made */
 			if (config->written_by_extension && !PayTakeOwnRowPermit() &&
 				!IsLogicalWorker() && !PayRestoring())
 				RaiseGuardRefusal(rel, PAY_REASON_WRITTEN_BY_EXTENSION, "INSERT is refused",
