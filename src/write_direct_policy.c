@@ -20,10 +20,11 @@
  *	 function or runs a subquery, an index of an access method or operator
  *	 family that is not built in, or with deferred uniqueness; a ledger of
  *	 before 1.2; and whatever sends the journal's rows to SQL;
- * - on the journal: a column the trigger does not fill, or of another type
- *	 or typmod, a generated or identity column, an INSERT trigger or rule,
- *	 row security, partitioning, or a CHECK constraint or index that could
- *	 look a name up;
+ * - on the journal: a column the trigger does not fill (but a second
+ *	 charge's kind, NULL without a default), or of another type or typmod, a
+ *	 generated or identity column, an INSERT trigger but the journal's own
+ *	 guard, a rule, row security, partitioning, or a CHECK constraint or
+ *	 index that could look a name up;
  * - in the session: replica mode, a read-only transaction or a standby,
  *	 parallel mode, a module watching the executor's permission checks
  *	 (ExecutorCheckPerms_hook: pgaudit, sepgsql), and the owner lacking any
