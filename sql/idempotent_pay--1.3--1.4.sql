@@ -46,6 +46,341 @@ LANGUAGE C STABLE STRICT SECURITY DEFINER ROWS 1 SET search_path = @extschema@, 
 COMMENT ON FUNCTION @extschema@.pay_find(text, text) IS
 'The row of business action (prefix, biz_id): the ledger''s, else the archive''s (55000 pay_archived once its month is dropped); no row when it has none. Creates nothing';
 
+/* The seams of the record: a success's answer journaled, the journal and
+ * the maintenance log written by the extension alone, the archive's
+ * partitions not emptied by TRUNCATE ------------------------------------- */
+
+-- The entry into SUCCESS names the answer it settled with: its reference
+-- (channel_ref, until now a second charge's alone) and a digest of its
+-- response.  Entries journaled before this update name neither, and
+-- pay_verify compares none of them.
+ALTER TABLE @extschema@.pay_journal ADD COLUMN response_digest bigint;
+
+COMMENT ON COLUMN @extschema@.pay_journal.channel_ref IS
+'The bank''s reference: on the entry into SUCCESS the success''s (since 1.4), on a second charge''s row the second charge''s';
+COMMENT ON COLUMN @extschema@.pay_journal.response_digest IS
+'On the entry into SUCCESS (since 1.4): jsonb_hash_extended(response, 0) of the response it settled with, NULL for none; pay_verify compares the ledger''s';
+
+-- The journal's and the maintenance log's guards fire on INSERT too, and
+-- let pass only the rows the extension's own code writes, a logical
+-- replica's apply and a restore.
+CREATE OR REPLACE TRIGGER pay_journal_guard
+    BEFORE INSERT OR UPDATE OR DELETE ON @extschema@.pay_journal
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard();
+ALTER TABLE @extschema@.pay_journal ENABLE ALWAYS TRIGGER pay_journal_guard;
+CREATE OR REPLACE TRIGGER pay_maintenance_log_guard
+    BEFORE INSERT OR UPDATE OR DELETE ON @extschema@.pay_maintenance_log
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard();
+ALTER TABLE @extschema@.pay_maintenance_log ENABLE ALWAYS TRIGGER pay_maintenance_log_guard;
+
+-- A partition does not inherit its partitioned table's TRUNCATE trigger:
+-- every partition of the archive (the default ones and the months
+-- pay_archive made) gets one of its own, of the partitioned table's name,
+-- and pay_archive_partitions gives it to each month it makes from now on.
+DO $$
+DECLARE
+    part record;
+BEGIN
+    FOR part IN
+        SELECT i.inhrelid::pg_catalog.regclass AS partition,
+               pg_catalog.format('%s_guard_truncate', c.relname) AS guard
+        FROM pg_catalog.pg_inherits AS i
+        JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) i.inhparent
+        WHERE i.inhparent OPERATOR(pg_catalog.=) ANY
+              (ARRAY['@extschema@.pay_ledger_archive', '@extschema@.pay_journal_archive']::pg_catalog.regclass[])
+        ORDER BY 1
+    LOOP
+        EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE TRUNCATE ON %s '
+                                  'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard()',
+                                  part.guard, part.partition);
+        EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', part.partition, part.guard);
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_archive_partitions(month date)
+RETURNS void
+AS $$
+DECLARE
+    suffix text := pg_catalog.to_char(month, 'YYYY_MM');
+    ledger_part text := 'pay_ledger_archive_' OPERATOR(pg_catalog.||) suffix;
+    journal_part text := 'pay_journal_archive_' OPERATOR(pg_catalog.||) suffix;
+    bounds text := pg_catalog.format('FOR VALUES FROM (%L) TO (%L)', month,
+                                     month OPERATOR(pg_catalog.+) '1 month'::interval);
+BEGIN
+    -- A month a logical replica received before it was taken into service
+    -- is in the default partitions, which keep it: a partition of its own
+    -- cannot be created over rows the default one holds.
+    IF EXISTS (SELECT FROM @extschema@.pay_ledger_archive_default AS d
+               WHERE d.month OPERATOR(pg_catalog.=) pay_archive_partitions.month)
+       OR EXISTS (SELECT FROM @extschema@.pay_journal_archive_default AS d
+                  WHERE d.month OPERATOR(pg_catalog.=) pay_archive_partitions.month) THEN
+        RETURN;
+    END IF;
+    -- a month holds a payment once, and a journal row once; pay_open's late
+    -- retry finds an archived business action through the second index;
+    -- TRUNCATE is refused, as on the partitioned table, whose trigger a
+    -- partition does not inherit
+    IF pg_catalog.to_regclass('@extschema@.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(ledger_part)) IS NULL THEN
+        EXECUTE pg_catalog.format('CREATE TABLE @extschema@.%I PARTITION OF @extschema@.pay_ledger_archive %s',
+                                  ledger_part, bounds);
+        EXECUTE pg_catalog.format('ALTER TABLE @extschema@.%I ADD PRIMARY KEY (bizno)', ledger_part);
+        EXECUTE pg_catalog.format('CREATE INDEX ON @extschema@.%I (prefix, biz_id) WHERE biz_id IS NOT NULL',
+                                  ledger_part);
+        EXECUTE pg_catalog.format('REVOKE ALL ON @extschema@.%I FROM PUBLIC', ledger_part);
+        EXECUTE pg_catalog.format('CREATE TRIGGER pay_ledger_archive_guard_truncate BEFORE TRUNCATE ON @extschema@.%I '
+                                  'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard()', ledger_part);
+        EXECUTE pg_catalog.format('ALTER TABLE @extschema@.%I ENABLE ALWAYS TRIGGER pay_ledger_archive_guard_truncate',
+                                  ledger_part);
+    END IF;
+    IF pg_catalog.to_regclass('@extschema@.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(journal_part)) IS NULL THEN
+        EXECUTE pg_catalog.format('CREATE TABLE @extschema@.%I PARTITION OF @extschema@.pay_journal_archive %s',
+                                  journal_part, bounds);
+        EXECUTE pg_catalog.format('ALTER TABLE @extschema@.%I ADD PRIMARY KEY (seq)', journal_part);
+        EXECUTE pg_catalog.format('CREATE INDEX ON @extschema@.%I (bizno, seq)', journal_part);
+        EXECUTE pg_catalog.format('REVOKE ALL ON @extschema@.%I FROM PUBLIC', journal_part);
+        EXECUTE pg_catalog.format('CREATE TRIGGER pay_journal_archive_guard_truncate BEFORE TRUNCATE ON @extschema@.%I '
+                                  'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard()', journal_part);
+        EXECUTE pg_catalog.format('ALTER TABLE @extschema@.%I ENABLE ALWAYS TRIGGER pay_journal_archive_guard_truncate',
+                                  journal_part);
+    END IF;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_archive_partitions(date) IS
+'Create the partitions of the archive for a month, pay_ledger_archive_YYYY_MM and pay_journal_archive_YYYY_MM (pay_archive)';
+
+-- pay_verify holds a success to the answer journaled with it, and reports a
+-- partition of the archive without its TRUNCATE guard.
+CREATE OR REPLACE FUNCTION @extschema@.pay_verify()
+RETURNS TABLE (bizno text, problem text)
+AS $$
+    WITH entries AS (
+        SELECT j.bizno, j.seq, j.from_status, j.to_status, j.channel_ref, j.response_digest,
+               pg_catalog.lag(j.to_status) OVER w AS previous_status,
+               pg_catalog.count(*) FILTER (WHERE j.from_status IS NULL) OVER w AS life
+        FROM @extschema@.pay_journal AS j
+        WINDOW w AS (PARTITION BY j.bizno ORDER BY j.seq)
+    ), latest_life AS (
+        SELECT DISTINCT ON (e.bizno) e.bizno, e.life, e.to_status
+        FROM entries AS e
+        ORDER BY e.bizno, e.seq DESC
+    ), summary AS (
+        SELECT ll.bizno, ll.to_status AS last_status,
+               pg_catalog.count(*) FILTER (
+                   WHERE e.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
+                     AND e.from_status IS DISTINCT FROM e.to_status) AS entries_into_processing
+        FROM latest_life AS ll
+        JOIN entries AS e ON e.bizno OPERATOR(pg_catalog.=) ll.bizno
+                         AND e.life OPERATOR(pg_catalog.=) ll.life
+        GROUP BY ll.bizno, ll.to_status
+    ), settled AS (
+        -- the latest life's entry into SUCCESS, with the answer it settled
+        -- with; an entry journaled before 1.4 names none (channel_ref NULL)
+        SELECT DISTINCT ON (e.bizno) e.bizno, e.seq, e.channel_ref, e.response_digest
+        FROM entries AS e
+        JOIN latest_life AS ll ON ll.bizno OPERATOR(pg_catalog.=) e.bizno
+                              AND ll.life OPERATOR(pg_catalog.=) e.life
+        WHERE e.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+          AND e.from_status IS DISTINCT FROM e.to_status
+          AND e.channel_ref IS NOT NULL
+        ORDER BY e.bizno, e.seq DESC
+    )
+    SELECT l.bizno, 'the journal has no entry for this payment'
+    FROM @extschema@.pay_ledger AS l
+    LEFT JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE s.bizno IS NULL
+    UNION ALL
+    SELECT l.bizno, pg_catalog.format('the ledger says %s, the latest journal entry says %s',
+                                      l.status, s.last_status)
+    FROM @extschema@.pay_ledger AS l
+    JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.status OPERATOR(pg_catalog.<>) s.last_status
+    UNION ALL
+    SELECT l.bizno, pg_catalog.format('attempt is %s, the journal shows %s entries into PROCESSING',
+                                      l.attempt, s.entries_into_processing)
+    FROM @extschema@.pay_ledger AS l
+    JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.attempt OPERATOR(pg_catalog.<>) s.entries_into_processing
+    UNION ALL
+    -- a success keeps the answer it was settled with: changed behind the
+    -- guard's back (switched off in maintenance), it differs from the journal
+    SELECT l.bizno, pg_catalog.format('channel_ref is %s, journal entry %s into SUCCESS says %s',
+                                      COALESCE(l.channel_ref, 'NULL'), s.seq, s.channel_ref)
+    FROM @extschema@.pay_ledger AS l
+    JOIN settled AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND l.channel_ref IS DISTINCT FROM s.channel_ref
+    UNION ALL
+    SELECT l.bizno, pg_catalog.format('the response is not the one journal entry %s into SUCCESS settled with',
+                                      s.seq)
+    FROM @extschema@.pay_ledger AS l
+    JOIN settled AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND pg_catalog.jsonb_hash_extended(l.response, 0) IS DISTINCT FROM s.response_digest
+    UNION ALL
+    SELECT e.bizno, pg_catalog.format('journal entry %s goes from %s, but the entry before it ended in %s',
+                                      e.seq, e.from_status, e.previous_status)
+    FROM entries AS e
+    WHERE e.from_status IS NOT NULL
+      AND e.from_status IS DISTINCT FROM e.previous_status
+    UNION ALL
+    SELECT ll.bizno, pg_catalog.format('the journal says %s, but the ledger has no such payment',
+                                       ll.to_status)
+    FROM latest_life AS ll
+    LEFT JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) ll.bizno
+    WHERE l.bizno IS NULL
+      AND ll.to_status OPERATOR(pg_catalog.=) ANY
+          (ARRAY['PROCESSING', 'SUCCESS']::@extschema@.pay_status[])
+    UNION ALL
+    SELECT r.bizno,
+           CASE WHEN p.bizno IS NULL THEN
+                    pg_catalog.format('a refund of %s, which the ledger does not have', r.parent)
+                WHEN p.parent IS NOT NULL THEN
+                    pg_catalog.format('a refund of %s, which is itself a refund', r.parent)
+                WHEN p.status OPERATOR(pg_catalog.<>) 'SUCCESS' THEN
+                    pg_catalog.format('a refund of %s, which is %s', r.parent, p.status)
+                ELSE pg_catalog.format('a refund in %s of %s, which is in %s', r.currency, r.parent, p.currency)
+           END
+    FROM @extschema@.pay_ledger AS r
+    LEFT JOIN @extschema@.pay_ledger AS p ON p.bizno OPERATOR(pg_catalog.=) r.parent
+    WHERE r.parent IS NOT NULL
+      AND (p.bizno IS NULL OR p.parent IS NOT NULL
+           OR p.status OPERATOR(pg_catalog.<>) 'SUCCESS'
+           OR r.currency IS DISTINCT FROM p.currency)
+    UNION ALL
+    SELECT refunded.parent,
+           pg_catalog.format('its refunds return or hold %s, more than the %s captured',
+                             b.refunded OPERATOR(pg_catalog.+) b.in_flight, b.captured)
+    FROM (SELECT DISTINCT l.parent FROM @extschema@.pay_ledger AS l WHERE l.parent IS NOT NULL) AS refunded,
+         @extschema@.pay_refund_balance(refunded.parent) AS b
+    WHERE b.refundable OPERATOR(pg_catalog.<) 0
+    UNION ALL
+    SELECT c.bizno, pg_catalog.format('a second charge under %s was reported, and no bank statement confirms it',
+                                      c.channel_ref)
+    FROM @extschema@.pay_second_charges() AS c
+    WHERE NOT c.confirmed
+    UNION ALL
+    SELECT l.bizno, 'in the ledger, but its payment was archived: a second charge of it'
+    FROM @extschema@.pay_ledger AS l
+    CROSS JOIN LATERAL (SELECT @extschema@.pay_archive_key_hash(l.bizno) AS h) AS k
+    WHERE (SELECT k.h OPERATOR(pg_catalog.=) ANY (@extschema@.pay_archive_key_unpack(r.lo, r.hashes))
+           FROM @extschema@.pay_archive_keys AS r
+           WHERE r.lo OPERATOR(pg_catalog.<=) k.h
+           ORDER BY r.lo DESC LIMIT 1)
+    UNION ALL
+    SELECT a.bizno, 'archived, but the hash that refuses its late retries is not kept'
+    FROM @extschema@.pay_ledger_archive AS a
+    CROSS JOIN LATERAL (SELECT @extschema@.pay_archive_key_hash(a.bizno) AS h) AS k
+    WHERE (SELECT k.h OPERATOR(pg_catalog.=) ANY (@extschema@.pay_archive_key_unpack(r.lo, r.hashes))
+           FROM @extschema@.pay_archive_keys AS r
+           WHERE r.lo OPERATOR(pg_catalog.<=) k.h
+           ORDER BY r.lo DESC LIMIT 1) IS NOT TRUE
+    UNION ALL
+    SELECT NULL, pg_catalog.format('the row of pay_archive_keys from %s is not a list of hashes', r.lo)
+    FROM @extschema@.pay_archive_keys AS r
+    WHERE @extschema@.pay_archive_key_unpack(r.lo, r.hashes) IS NULL
+    UNION ALL
+    SELECT NULL, pg_catalog.format('the rows of pay_archive_keys from %s and from %s both answer for the hashes from %s to %s',
+                                   r.lo, r.next_lo, r.next_lo, LEAST(r.hi, r.next_hi))
+    FROM (SELECT k.lo, k.hi, pg_catalog.lead(k.lo) OVER w AS next_lo, pg_catalog.lead(k.hi) OVER w AS next_hi
+          FROM @extschema@.pay_archive_keys AS k WINDOW w AS (ORDER BY k.lo)) AS r
+    WHERE r.next_lo OPERATOR(pg_catalog.<=) r.hi
+    UNION ALL
+    SELECT pg_catalog.min(a.bizno), pg_catalog.format('business action %s %s was archived under %s bizNos',
+                                                     a.prefix, a.biz_id, pg_catalog.count(*))
+    FROM @extschema@.pay_ledger_archive AS a
+    WHERE a.biz_id IS NOT NULL
+    GROUP BY a.prefix, a.biz_id
+    HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1
+    UNION ALL
+    SELECT NULL, pg_catalog.format('the archive of %s: %s', pg_catalog.to_char(v.month, 'YYYY-MM'), v.problem)
+    FROM @extschema@.pay_archive_verify() AS v
+    WHERE v.problem IS NOT NULL
+    UNION ALL
+    -- each step the journal records is one the state machine allows (the
+    -- same state again, as a second charge's or an amount change's row, is
+    -- no step): what the guard refuses may still be journaled where it did
+    -- not fire, or with the type's labels changed in the catalog
+    SELECT e.bizno, pg_catalog.format('journal entry %s goes from %s to %s, which the state machine does not allow',
+                                      e.seq, COALESCE(e.from_status::text, 'nothing'), e.to_status)
+    FROM entries AS e
+    WHERE e.from_status IS DISTINCT FROM e.to_status
+      AND NOT @extschema@.pay_allowed(e.from_status, e.to_status)
+    UNION ALL
+    SELECT j.bizno, pg_catalog.format('journal entry %s is a second charge %s of a step from %s to %s under %s, which the API never journals',
+                                      j.seq, j.second_charge, COALESCE(j.from_status::text, 'nothing'), j.to_status,
+                                      COALESCE(j.channel_ref, 'no reference'))
+    FROM @extschema@.pay_journal AS j
+    WHERE j.second_charge IS NOT NULL
+      AND (j.second_charge OPERATOR(pg_catalog.<>) ALL (ARRAY['reported', 'confirmed'])
+           OR j.from_status IS DISTINCT FROM 'SUCCESS'::@extschema@.pay_status
+           OR j.to_status OPERATOR(pg_catalog.<>) 'SUCCESS'::@extschema@.pay_status
+           OR j.channel_ref IS NULL)
+    -- the triggers that fire ALWAYS, switched off or to one session mode
+    -- (by a superuser in maintenance, or behind the event triggers' back),
+    -- a partition of the archive without its TRUNCATE guard (one made by
+    -- hand, not by pay_archive_partitions), and the event triggers themselves
+    UNION ALL
+    SELECT NULL, pg_catalog.format('the partition %s of %s has no guard against TRUNCATE',
+                                   i.inhrelid::pg_catalog.regclass, i.inhparent::pg_catalog.regclass)
+    FROM pg_catalog.pg_inherits AS i
+    WHERE i.inhparent OPERATOR(pg_catalog.=) ANY
+          (ARRAY['@extschema@.pay_ledger_archive', '@extschema@.pay_journal_archive']::pg_catalog.regclass[])
+      AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger AS t
+                      WHERE t.tgrelid OPERATOR(pg_catalog.=) i.inhrelid
+                        AND t.tgfoid OPERATOR(pg_catalog.=) '@extschema@.pay_guard()'::pg_catalog.regprocedure
+                        AND (t.tgtype OPERATOR(pg_catalog.&) 32::pg_catalog.int2) OPERATOR(pg_catalog.<>) 0)
+    UNION ALL
+    SELECT NULL, pg_catalog.format('the trigger %s on %s is %s, not ENABLE ALWAYS', t.tgname, t.tgrelid::pg_catalog.regclass,
+                                   CASE t.tgenabled WHEN 'D' THEN 'disabled' WHEN 'O' THEN 'enabled outside a replica''s apply only'
+                                                    ELSE 'enabled in a replica''s apply only' END)
+    FROM pg_catalog.pg_trigger AS t
+    JOIN pg_catalog.pg_proc AS p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+    WHERE p.pronamespace OPERATOR(pg_catalog.=)
+          (SELECT e.extnamespace FROM pg_catalog.pg_extension AS e WHERE e.extname OPERATOR(pg_catalog.=) 'idempotent_pay')
+      AND p.proname OPERATOR(pg_catalog.=) ANY
+          (ARRAY['pay_guard', 'pay_archive_moved', 'pay_archive_keys_kept']::pg_catalog.name[])
+      AND t.tgenabled OPERATOR(pg_catalog.<>) 'A'
+    UNION ALL
+    SELECT NULL, CASE WHEN v.evtname IS NULL THEN pg_catalog.format('the event trigger %s is missing', w.name)
+                      ELSE pg_catalog.format('the event trigger %s is not ENABLE ALWAYS', w.name) END
+    FROM (VALUES ('pay_refuse_drop'::pg_catalog.name), ('pay_keep_guards_always'), ('pay_refuse_ddl')) AS w(name)
+    LEFT JOIN pg_catalog.pg_event_trigger AS v ON v.evtname OPERATOR(pg_catalog.=) w.name
+    WHERE v.evtname IS NULL OR v.evtenabled OPERATOR(pg_catalog.<>) 'A'
+    -- pay_stats against a full count of the same snapshot: its counts are
+    -- tables an owner could write by hand
+    UNION ALL
+    SELECT NULL, pg_catalog.format('pay_stats counts %s payments and %s refunds %s, the ledger holds %s and %s',
+                                   s.payments, s.refunds, s.status, f.payments, f.refunds)
+    FROM (SELECT t.status, pg_catalog.count(l.bizno) AS payments,
+                 pg_catalog.count(l.bizno) FILTER (WHERE l.parent IS NOT NULL) AS refunds
+          FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS t(status)
+          LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) t.status
+          GROUP BY t.status) AS f
+    JOIN @extschema@.pay_stats AS s ON s.status OPERATOR(pg_catalog.=) f.status
+    WHERE s.payments OPERATOR(pg_catalog.<>) f.payments OR s.refunds OPERATOR(pg_catalog.<>) f.refunds
+    UNION ALL
+    SELECT NULL, pg_catalog.format('pay_stats_transitions counts %s transitions from %s to %s, the journal and the archive %s',
+                                   COALESCE(s.transitions, 0),
+                                   COALESCE(COALESCE(s.from_status, j.from_status)::text, 'nothing'),
+                                   COALESCE(s.to_status, j.to_status), COALESCE(j.n, 0))
+    FROM @extschema@.pay_stats_transitions AS s
+    FULL JOIN (SELECT a.from_status, a.to_status, pg_catalog.sum(a.n) AS n
+               FROM (SELECT e.from_status, e.to_status, 1 AS n FROM @extschema@.pay_journal AS e
+                     UNION ALL
+                     SELECT c.from_status, c.to_status, c.n FROM @extschema@.pay_archive_counts AS c) AS a
+               WHERE a.from_status IS DISTINCT FROM a.to_status
+               GROUP BY 1, 2) AS j
+      ON s.from_status IS NOT DISTINCT FROM j.from_status AND s.to_status OPERATOR(pg_catalog.=) j.to_status
+    WHERE s.transitions IS DISTINCT FROM j.n
+$$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_verify() IS
+'Every violation of the ledger/journal invariants, including a PROCESSING or SUCCESS payment missing from the ledger, a success whose reference or response differs from the one it was journaled with, and refunds beyond their payment''s capture; no rows when all hold';
+
 
 -- Last: the initial privileges (pg_init_privs) back to what the complete
 -- script records, the owner's and PUBLIC's alone.  PostgreSQL records the

@@ -157,8 +157,11 @@ CREATE UNIQUE INDEX pay_ledger_parent_refund_key_key ON @extschema@.pay_ledger (
     WHERE parent IS NOT NULL;
 
 -- The journal: append-only, one row per transition and per change of amount
--- or currency of a ledger row, written by the ledger's trigger.  The refund
--- limit, pay_verify and pay_second_charges read it.
+-- or currency of a ledger row, written by the ledger's trigger (a second
+-- charge's by the API); nothing else writes it.  The entry into SUCCESS
+-- names the answer settled with, its reference and a digest of the
+-- response, which pay_verify holds the ledger to.  The refund limit,
+-- pay_verify and pay_second_charges read it.
 CREATE TABLE @extschema@.pay_journal (
     seq                 bigserial PRIMARY KEY,
     bizno               text NOT NULL,
@@ -172,7 +175,8 @@ CREATE TABLE @extschema@.pay_journal (
     actor               text NOT NULL DEFAULT CURRENT_USER,
     note                text,
     channel_ref         text,
-    second_charge       text
+    second_charge       text,
+    response_digest     bigint
 );
 
 -- A payment's history in order.
@@ -181,7 +185,9 @@ CREATE INDEX pay_journal_bizno_seq_idx ON @extschema@.pay_journal (bizno, seq);
 COMMENT ON TABLE @extschema@.pay_journal IS
 'Append-only: one row per transition and per amount change of a ledger row, written by the ledger''s trigger';
 COMMENT ON COLUMN @extschema@.pay_journal.channel_ref IS
-'The bank''s reference of a second charge, on its row alone';
+'The bank''s reference: on the entry into SUCCESS the success''s (since 1.4), on a second charge''s row the second charge''s';
+COMMENT ON COLUMN @extschema@.pay_journal.response_digest IS
+'On the entry into SUCCESS (since 1.4): jsonb_hash_extended(response, 0) of the response it settled with, NULL for none; pay_verify compares the ledger''s';
 COMMENT ON COLUMN @extschema@.pay_journal.second_charge IS
 'On the row of a second charge: reported (by a settlement) or confirmed (by a bank statement); written by the API alone, never read from a note';
 COMMENT ON COLUMN @extschema@.pay_journal.from_status IS
@@ -335,6 +341,7 @@ ALTER TABLE @extschema@.pay_ledger_archive_default ADD CONSTRAINT pay_ledger_arc
 CREATE INDEX ON @extschema@.pay_ledger_archive_default (prefix, biz_id) WHERE biz_id IS NOT NULL;
 ALTER TABLE @extschema@.pay_journal_archive_default ADD CONSTRAINT pay_journal_archive_default_pkey PRIMARY KEY (seq);
 CREATE INDEX ON @extschema@.pay_journal_archive_default (bizno, seq);
+-- (their TRUNCATE guards follow the archive's triggers, below)
 
 -- The packed form of a row of pay_archive_keys, in the C the claim's
 -- lookup reads it with (src/archive_keys.c): the hashes after the first,
@@ -500,8 +507,11 @@ CREATE TRIGGER pay_ledger_journal_delete
     AFTER DELETE ON @extschema@.pay_ledger
     FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_ledger_journal();
 
+-- On INSERT the journal's guard lets pass only the rows the extension's own
+-- code writes, a logical replica's apply and a restore: a row of one's own
+-- there would forge a step or a second charge.
 CREATE TRIGGER pay_journal_guard
-    BEFORE UPDATE OR DELETE ON @extschema@.pay_journal
+    BEFORE INSERT OR UPDATE OR DELETE ON @extschema@.pay_journal
     FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard();
 CREATE TRIGGER pay_journal_guard_truncate
     BEFORE TRUNCATE ON @extschema@.pay_journal
@@ -520,8 +530,10 @@ COMMENT ON FUNCTION @extschema@.pay_archive_moved() IS
 
 REVOKE ALL ON FUNCTION @extschema@.pay_archive_moved() FROM PUBLIC;
 
--- Row triggers of a partitioned table are every partition's.  The
--- archive's own TRUNCATE is refused; a month's partitions go with DROP TABLE.
+-- Row triggers of a partitioned table are every partition's; its TRUNCATE
+-- trigger is not.  The archive's TRUNCATE is refused, and each partition's
+-- by a trigger of its own of the same name (pay_archive_partitions creates
+-- a month's); a month's partitions go with DROP TABLE.
 CREATE TRIGGER pay_ledger_archive_guard
     BEFORE UPDATE OR DELETE ON @extschema@.pay_ledger_archive
     FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard();
@@ -559,6 +571,14 @@ CREATE TRIGGER pay_archive_months_guard_truncate
 CREATE TRIGGER pay_archive_counts_guard_truncate
     BEFORE TRUNCATE ON @extschema@.pay_archive_counts
     FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
+CREATE TRIGGER pay_ledger_archive_guard_truncate
+    BEFORE TRUNCATE ON @extschema@.pay_ledger_archive_default
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
+CREATE TRIGGER pay_journal_archive_guard_truncate
+    BEFORE TRUNCATE ON @extschema@.pay_journal_archive_default
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard();
+ALTER TABLE @extschema@.pay_ledger_archive_default ENABLE ALWAYS TRIGGER pay_ledger_archive_guard_truncate;
+ALTER TABLE @extschema@.pay_journal_archive_default ENABLE ALWAYS TRIGGER pay_journal_archive_guard_truncate;
 ALTER TABLE @extschema@.pay_ledger_archive ENABLE ALWAYS TRIGGER pay_ledger_archive_guard;
 ALTER TABLE @extschema@.pay_ledger_archive ENABLE ALWAYS TRIGGER pay_ledger_archive_guard_truncate;
 ALTER TABLE @extschema@.pay_ledger_archive ENABLE ALWAYS TRIGGER pay_ledger_archive_moved;
@@ -694,7 +714,8 @@ ALTER EVENT TRIGGER pay_keep_guards_always ENABLE ALWAYS;
 -- enum label renamed, a trigger, rule or policy of one's own on the ledger
 -- can each make a settled payment payable again, so such DDL is refused,
 -- superusers' too, unless a superuser has set idempotent_pay.maintenance.
--- What maintenance lets through is recorded here, append-only.
+-- What maintenance lets through is recorded here, append-only, by the
+-- extension alone (its guard refuses any other INSERT, as the journal's).
 CREATE TABLE @extschema@.pay_maintenance_log (
     at                  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     actor               text NOT NULL,
@@ -708,7 +729,7 @@ COMMENT ON TABLE @extschema@.pay_maintenance_log IS
 'One row per DDL statement on the extension''s objects let through by idempotent_pay.maintenance: when, by whom, what, the statement, its transaction; append-only';
 
 CREATE TRIGGER pay_maintenance_log_guard
-    BEFORE UPDATE OR DELETE ON @extschema@.pay_maintenance_log
+    BEFORE INSERT OR UPDATE OR DELETE ON @extschema@.pay_maintenance_log
     FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard();
 CREATE TRIGGER pay_maintenance_log_guard_truncate
     BEFORE TRUNCATE ON @extschema@.pay_maintenance_log
@@ -1090,7 +1111,9 @@ BEGIN
         RETURN;
     END IF;
     -- a month holds a payment once, and a journal row once; pay_open's late
-    -- retry finds an archived business action through the second index
+    -- retry finds an archived business action through the second index;
+    -- TRUNCATE is refused, as on the partitioned table, whose trigger a
+    -- partition does not inherit
     IF pg_catalog.to_regclass('@extschema@.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(ledger_part)) IS NULL THEN
         EXECUTE pg_catalog.format('CREATE TABLE @extschema@.%I PARTITION OF @extschema@.pay_ledger_archive %s',
                                   ledger_part, bounds);
@@ -1098,6 +1121,10 @@ BEGIN
         EXECUTE pg_catalog.format('CREATE INDEX ON @extschema@.%I (prefix, biz_id) WHERE biz_id IS NOT NULL',
                                   ledger_part);
         EXECUTE pg_catalog.format('REVOKE ALL ON @extschema@.%I FROM PUBLIC', ledger_part);
+        EXECUTE pg_catalog.format('CREATE TRIGGER pay_ledger_archive_guard_truncate BEFORE TRUNCATE ON @extschema@.%I '
+                                  'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard()', ledger_part);
+        EXECUTE pg_catalog.format('ALTER TABLE @extschema@.%I ENABLE ALWAYS TRIGGER pay_ledger_archive_guard_truncate',
+                                  ledger_part);
     END IF;
     IF pg_catalog.to_regclass('@extschema@.' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(journal_part)) IS NULL THEN
         EXECUTE pg_catalog.format('CREATE TABLE @extschema@.%I PARTITION OF @extschema@.pay_journal_archive %s',
@@ -1105,6 +1132,10 @@ BEGIN
         EXECUTE pg_catalog.format('ALTER TABLE @extschema@.%I ADD PRIMARY KEY (seq)', journal_part);
         EXECUTE pg_catalog.format('CREATE INDEX ON @extschema@.%I (bizno, seq)', journal_part);
         EXECUTE pg_catalog.format('REVOKE ALL ON @extschema@.%I FROM PUBLIC', journal_part);
+        EXECUTE pg_catalog.format('CREATE TRIGGER pay_journal_archive_guard_truncate BEFORE TRUNCATE ON @extschema@.%I '
+                                  'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard()', journal_part);
+        EXECUTE pg_catalog.format('ALTER TABLE @extschema@.%I ENABLE ALWAYS TRIGGER pay_journal_archive_guard_truncate',
+                                  journal_part);
     END IF;
 END
 $$
@@ -1428,7 +1459,7 @@ CREATE FUNCTION @extschema@.pay_verify()
 RETURNS TABLE (bizno text, problem text)
 AS $$
     WITH entries AS (
-        SELECT j.bizno, j.seq, j.from_status, j.to_status,
+        SELECT j.bizno, j.seq, j.from_status, j.to_status, j.channel_ref, j.response_digest,
                pg_catalog.lag(j.to_status) OVER w AS previous_status,
                pg_catalog.count(*) FILTER (WHERE j.from_status IS NULL) OVER w AS life
         FROM @extschema@.pay_journal AS j
@@ -1446,6 +1477,17 @@ AS $$
         JOIN entries AS e ON e.bizno OPERATOR(pg_catalog.=) ll.bizno
                          AND e.life OPERATOR(pg_catalog.=) ll.life
         GROUP BY ll.bizno, ll.to_status
+    ), settled AS (
+        -- the latest life's entry into SUCCESS, with the answer it settled
+        -- with; an entry journaled before 1.4 names none (channel_ref NULL)
+        SELECT DISTINCT ON (e.bizno) e.bizno, e.seq, e.channel_ref, e.response_digest
+        FROM entries AS e
+        JOIN latest_life AS ll ON ll.bizno OPERATOR(pg_catalog.=) e.bizno
+                              AND ll.life OPERATOR(pg_catalog.=) e.life
+        WHERE e.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+          AND e.from_status IS DISTINCT FROM e.to_status
+          AND e.channel_ref IS NOT NULL
+        ORDER BY e.bizno, e.seq DESC
     )
     SELECT l.bizno, 'the journal has no entry for this payment'
     FROM @extschema@.pay_ledger AS l
@@ -1463,6 +1505,22 @@ AS $$
     FROM @extschema@.pay_ledger AS l
     JOIN summary AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
     WHERE l.attempt OPERATOR(pg_catalog.<>) s.entries_into_processing
+    UNION ALL
+    -- a success keeps the answer it was settled with: changed behind the
+    -- guard's back (switched off in maintenance), it differs from the journal
+    SELECT l.bizno, pg_catalog.format('channel_ref is %s, journal entry %s into SUCCESS says %s',
+                                      COALESCE(l.channel_ref, 'NULL'), s.seq, s.channel_ref)
+    FROM @extschema@.pay_ledger AS l
+    JOIN settled AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND l.channel_ref IS DISTINCT FROM s.channel_ref
+    UNION ALL
+    SELECT l.bizno, pg_catalog.format('the response is not the one journal entry %s into SUCCESS settled with',
+                                      s.seq)
+    FROM @extschema@.pay_ledger AS l
+    JOIN settled AS s ON s.bizno OPERATOR(pg_catalog.=) l.bizno
+    WHERE l.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND pg_catalog.jsonb_hash_extended(l.response, 0) IS DISTINCT FROM s.response_digest
     UNION ALL
     SELECT e.bizno, pg_catalog.format('journal entry %s goes from %s, but the entry before it ended in %s',
                                       e.seq, e.from_status, e.previous_status)
@@ -1564,7 +1622,18 @@ AS $$
            OR j.channel_ref IS NULL)
     -- the triggers that fire ALWAYS, switched off or to one session mode
     -- (by a superuser in maintenance, or behind the event triggers' back),
-    -- and the event triggers themselves
+    -- a partition of the archive without its TRUNCATE guard (one made by
+    -- hand, not by pay_archive_partitions), and the event triggers themselves
+    UNION ALL
+    SELECT NULL, pg_catalog.format('the partition %s of %s has no guard against TRUNCATE',
+                                   i.inhrelid::pg_catalog.regclass, i.inhparent::pg_catalog.regclass)
+    FROM pg_catalog.pg_inherits AS i
+    WHERE i.inhparent OPERATOR(pg_catalog.=) ANY
+          (ARRAY['@extschema@.pay_ledger_archive', '@extschema@.pay_journal_archive']::pg_catalog.regclass[])
+      AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger AS t
+                      WHERE t.tgrelid OPERATOR(pg_catalog.=) i.inhrelid
+                        AND t.tgfoid OPERATOR(pg_catalog.=) '@extschema@.pay_guard()'::pg_catalog.regprocedure
+                        AND (t.tgtype OPERATOR(pg_catalog.&) 32::pg_catalog.int2) OPERATOR(pg_catalog.<>) 0)
     UNION ALL
     SELECT NULL, pg_catalog.format('the trigger %s on %s is %s, not ENABLE ALWAYS', t.tgname, t.tgrelid::pg_catalog.regclass,
                                    CASE t.tgenabled WHEN 'D' THEN 'disabled' WHEN 'O' THEN 'enabled outside a replica''s apply only'
@@ -1612,7 +1681,7 @@ $$
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_verify() IS
-'Every violation of the ledger/journal invariants, including a PROCESSING or SUCCESS payment missing from the ledger and refunds beyond their payment''s capture; no rows when all hold';
+'Every violation of the ledger/journal invariants, including a PROCESSING or SUCCESS payment missing from the ledger, a success whose reference or response differs from the one it was journaled with, and refunds beyond their payment''s capture; no rows when all hold';
 
 -- Reconciliation against the bank's statement, a table or view with the
 -- columns bizno, amount, currency, status and channel_ref.  A statement's

@@ -343,6 +343,19 @@ CREATE EXTENSION idempotent_pay VERSION '1.3';
 SELECT (pay_claim('UP-9', 40, 'EUR')).action AS up_9,
        pay_succeed('UP-9', 'BANK-9', 1) AS settled;
 SELECT (pay_claim('UP-10', 45, 'EUR')).action AS in_flight;
+-- a month archived under 1.3, whose partitions 1.3 made without a TRUNCATE
+-- guard; and 1.3's SQL keeps 1.3's answers with this library: a
+-- superuser's journal row is appended, a month's partition emptied
+SELECT (pay_claim('UP-11', 50, 'EUR')).action AS old, pay_succeed('UP-11', 'BANK-11', 1) AS settled;
+SET session_replication_role = replica;
+UPDATE pay_ledger SET updated_at = '2023-06-10 12:00+00' WHERE bizno = 'UP-11';
+RESET session_replication_role;
+SELECT pay_stats_refresh() IS NOT NULL AS folded, pay_archive('2023-07-01') AS archived_under_1_3;
+BEGIN;
+INSERT INTO pay_journal (bizno, attempt, from_status, to_status) VALUES ('UP-9', 1, 'SUCCESS', 'SUCCESS')
+RETURNING to_status AS appended_under_1_3;
+TRUNCATE pay_ledger_archive_2023_06;
+ROLLBACK;
 CREATE ROLE regress_upgrade_ops;
 SELECT pay_grant('regress_upgrade_app'), pay_grant_operator('regress_upgrade_ops');
 ALTER EXTENSION idempotent_pay UPDATE;
@@ -350,6 +363,17 @@ SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
 SELECT bizno, status, attempt, amount, currency, channel_ref FROM pay_ledger WHERE bizno LIKE 'UP-%' ORDER BY bizno;
 SELECT (pay_claim('UP-9')).action AS replayed;
 SELECT pay_succeed('UP-10', 'BANK-10', 1) AS settled_across_the_update;
+-- the entry into SUCCESS names its answer from 1.4 on; one journaled
+-- before names none, and pay_verify compares none of it
+SELECT bizno, channel_ref, response_digest FROM pay_journal
+WHERE bizno LIKE 'UP-%' AND to_status = 'SUCCESS' ORDER BY bizno;
+-- the update gave the month made under 1.3 its TRUNCATE guards
+SELECT c.relname, t.tgname, t.tgenabled FROM pg_trigger AS t JOIN pg_class AS c ON c.oid = t.tgrelid
+WHERE c.relname LIKE 'pay_%_archive_2023_06' AND t.tgtype & 32 <> 0 ORDER BY 1;
+\set VERBOSITY terse
+TRUNCATE pay_ledger_archive_2023_06;
+INSERT INTO pay_journal (bizno, attempt, from_status, to_status) VALUES ('UP-9', 1, 'SUCCESS', 'SUCCESS');
+\set VERBOSITY default
 SELECT * FROM pay_verify();
 DROP OWNED BY regress_upgrade_app;
 DROP OWNED BY regress_upgrade_ops;

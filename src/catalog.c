@@ -88,6 +88,8 @@ static const ColumnSpec journal_columns[JOURNAL_COLUMNS] = {
 	[JOURNAL_TXID] = {"txid", XID8OID},
 	[JOURNAL_ACTOR] = {"actor", TEXTOID},
 	[JOURNAL_NOTE] = {"note", TEXTOID},
+	[JOURNAL_CHANNEL_REF] = {"channel_ref", TEXTOID, true},
+	[JOURNAL_RESPONSE_DIGEST] = {"response_digest", INT8OID, true},
 };
 
 static PayCatalog catalog;

@@ -39,7 +39,13 @@ typedef enum LedgerColumn
 	LEDGER_COLUMNS
 } LedgerColumn;
 
-/* The columns of pay_journal, every one filled by the journal trigger. */
+/*
+ * The columns of pay_journal the journal trigger fills.  The step into
+ * SUCCESS records the answer it settled with, channel_ref and
+ * response_digest, from 1.4 on (the journal has response_digest): NULL on
+ * every other row, a second charge's row aside, which the API writes by
+ * SQL with its own reference.
+ */
 typedef enum JournalColumn
 {
 	JOURNAL_SEQ,
@@ -53,6 +59,8 @@ typedef enum JournalColumn
 	JOURNAL_TXID,
 	JOURNAL_ACTOR,
 	JOURNAL_NOTE,
+	JOURNAL_CHANNEL_REF,		/* since 1.3; InvalidAttrNumber before */
+	JOURNAL_RESPONSE_DIGEST,	/* since 1.4; InvalidAttrNumber before */
 	JOURNAL_COLUMNS
 } JournalColumn;
 

@@ -40,6 +40,12 @@
  *		ATTACH PARTITION of a table named pay_ledger_archive_YYYY_MM
  *		(pay_journal_archive_YYYY_MM) in the extension's schema, for
  *		exactly the values of that month;
+ *	  - the TRUNCATE guard of a partition of the archive, which
+ *		pay_archive_partitions creates and a restore of pg_dump's output
+ *		creates again: pay_ledger_archive_guard_truncate (on a partition of
+ *		pay_journal_archive, pay_journal_archive_guard_truncate) BEFORE
+ *		TRUNCATE FOR EACH STATEMENT EXECUTE FUNCTION pay_guard(), the
+ *		extension's, and no other form;
  *	  - pg_repack's trigger, in the form pg_repack creates it and no other:
  *		named repack_trigger, AFTER INSERT OR DELETE OR UPDATE FOR EACH ROW
  *		with no condition, executing the function repack.repack_trigger of
@@ -84,6 +90,7 @@
 #include "ddl.h"
 #include "reason.h"
 #include "settings.h"
+#include "trigger_common.h"
 
 PG_FUNCTION_INFO_V1(pay_refuse_ddl);
 
@@ -294,6 +301,41 @@ IsRepackTrigger(Oid relid, CreateTrigStmt *stmt)
 }
 
 /*
+ * Whether stmt creates the TRUNCATE guard of a partition of the archive, as
+ * pay_archive_partitions makes it and pg_dump's output restores it: on a
+ * partition (not of the extension: a month's) of pay_ledger_archive, the
+ * trigger pay_ledger_archive_guard_truncate BEFORE TRUNCATE FOR EACH
+ * STATEMENT executing the extension's pay_guard() with no arguments (the
+ * same for pay_journal_archive).  A partition does not inherit its
+ * partitioned table's TRUNCATE trigger; this one only refuses.
+ */
+static bool
+IsArchiveTruncateGuard(const DdlTarget *target, Oid relid, CreateTrigStmt *stmt)
+{
+	Oid			parent;
+	const char *parent_name;
+	Oid			function;
+
+	if (getExtensionOfObject(RelationRelationId, relid) == target->extension ||
+		!get_rel_relispartition(relid) || stmt->trigname == NULL ||
+		stmt->replace || stmt->isconstraint || stmt->row ||
+		stmt->timing != TRIGGER_TYPE_BEFORE || stmt->events != TRIGGER_TYPE_TRUNCATE ||
+		stmt->columns != NIL || stmt->whenClause != NULL || stmt->transitionRels != NIL ||
+		stmt->args != NIL)
+		return false;
+	parent = get_partition_parent(relid, false);
+	parent_name = get_rel_name(parent);
+	if (getExtensionOfObject(RelationRelationId, parent) != target->extension ||
+		(strcmp(parent_name, "pay_ledger_archive") != 0 &&
+		 strcmp(parent_name, "pay_journal_archive") != 0) ||
+		strcmp(stmt->trigname, psprintf("%s_guard_truncate", parent_name)) != 0)
+		return false;
+	function = LookupFuncName(stmt->funcname, 0, NULL, true);
+	return OidIsValid(function) && get_func_namespace(function) == target->namespace &&
+		strcmp(get_func_name(function), "pay_guard") == 0;
+}
+
+/*
  * What parsetree does to the extension's objects; target->relid or
  * target->typid is set to the object concerned.
  */
@@ -395,7 +437,8 @@ StatementVerdict(DdlTarget *target, Node *parsetree)
 				target->relid = RelationOf(stmt->relation);
 				if (!IsOurRelation(target, target->relid))
 					return DDL_NOT_OURS;
-				return IsRepackTrigger(target->relid, stmt) ? DDL_ALLOWED : DDL_REFUSED;
+				return IsRepackTrigger(target->relid, stmt) ||
+					IsArchiveTruncateGuard(target, target->relid, stmt) ? DDL_ALLOWED : DDL_REFUSED;
 			}
 		case T_RuleStmt:
 			target->relid = RelationOf(((RuleStmt *) parsetree)->relation);
@@ -440,6 +483,8 @@ RecordMaintenance(const DdlTarget *target, const char *tag, const char *object)
 	Datum		values[4];
 	char		nulls[4] = {' ', ' ', ' ', ' '};
 	HeapTuple	tuple;
+	bool		permit;
+	volatile int ret = 0;
 
 	if (!OidIsValid(log))
 		ereport(ERROR,
@@ -463,10 +508,21 @@ RecordMaintenance(const DdlTarget *target, const char *tag, const char *object)
 	GetUserIdAndSecContext(&saved_user, &saved_context);
 	SetUserIdAndSecContext(owner, saved_context | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
-	if (SPI_execute_with_args(psprintf("INSERT INTO %s.pay_maintenance_log (actor, command_tag, object, command) "
-									   "VALUES ($1, $2, $3, $4)",
-									   quote_identifier(get_namespace_name(target->namespace))),
-							  4, types, values, nulls, false, 0) != SPI_OK_INSERT)
+	/* the log's guard lets this row alone pass (PayPermitOwnRow) */
+	permit = PayPermitOwnRow();
+	PG_TRY();
+	{
+		ret = SPI_execute_with_args(psprintf("INSERT INTO %s.pay_maintenance_log (actor, command_tag, object, command) "
+											 "VALUES ($1, $2, $3, $4)",
+											 quote_identifier(get_namespace_name(target->namespace))),
+									4, types, values, nulls, false, 0);
+	}
+	PG_FINALLY();
+	{
+		PayEndOwnRow(permit);
+	}
+	PG_END_TRY();
+	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "could not record the maintenance DDL");
 	SPI_finish();
 	SetUserIdAndSecContext(saved_user, saved_context);

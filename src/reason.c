@@ -31,6 +31,8 @@ static const PayReasonSpec reasons[PAY_REASON_COUNT] = {
 	"A payment is always in one of INIT, PROCESSING, SUCCESS and FAILED."},
 	[PAY_REASON_APPEND_ONLY] = {"pay_append_only", ERRCODE_CHECK_VIOLATION,
 	"The journal is the history: it is appended to, never rewritten."},
+	[PAY_REASON_WRITTEN_BY_EXTENSION] = {"pay_written_by_extension", ERRCODE_CHECK_VIOLATION,
+	"Record a step through the API (pay_transition, pay_reset, pay_confirm_second_charge); maintenance is recorded by SET idempotent_pay.maintenance."},
 	[PAY_REASON_PROTECTED_ROW] = {"pay_protected_row", ERRCODE_CHECK_VIOLATION,
 	"Keep the record of a payment being charged or paid; only INIT and FAILED payments may be deleted."},
 	[PAY_REASON_FROZEN_COLUMN] = {"pay_frozen_column", ERRCODE_CHECK_VIOLATION,

@@ -28,6 +28,7 @@ typedef enum PayReasonId
 	PAY_REASON_STATUS_NULL,
 	/* pay_guard on the ledger, the journal and user tables */
 	PAY_REASON_APPEND_ONLY,
+	PAY_REASON_WRITTEN_BY_EXTENSION,
 	PAY_REASON_PROTECTED_ROW,
 	PAY_REASON_FROZEN_COLUMN,
 	/* pay_guard on the ledger alone */

@@ -137,6 +137,44 @@ PayRestoring(void)
 }
 
 /*
+ * Whether the extension's own C code is inserting a row of the journal or
+ * of pay_maintenance_log this moment: the guard on their INSERT lets only
+ * such a row pass (a replica's apply and a restore aside).  Nothing in SQL
+ * can set it.  It is set just around the one statement that inserts the
+ * row (PayPermitOwnRow, then PayEndOwnRow in a PG_FINALLY, so that an error
+ * leaves nothing set) and taken by the first row the guard sees: a row a
+ * DBA's trigger inserts inside that statement, before or after it, finds
+ * it gone or spent.
+ */
+static bool own_row_permitted = false;
+
+/* Permit the next row; returns what PayEndOwnRow restores. */
+bool
+PayPermitOwnRow(void)
+{
+	bool		previous = own_row_permitted;
+
+	own_row_permitted = true;
+	return previous;
+}
+
+void
+PayEndOwnRow(bool previous)
+{
+	own_row_permitted = previous;
+}
+
+/* Whether the row being inserted is the one permitted; the permit is spent. */
+bool
+PayTakeOwnRowPermit(void)
+{
+	bool		permitted = own_row_permitted;
+
+	own_row_permitted = false;
+	return permitted;
+}
+
+/*
  * Act as the owner of rel until PayRestoreUser: the way PostgreSQL runs
  * maintenance as a table's owner, a security-restricted operation with
  * search_path pinned to pg_catalog, so that what a trigger reads or writes

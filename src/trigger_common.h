@@ -38,6 +38,9 @@ extern void PayCheckTriggerProtocol(FunctionCallInfo fcinfo, const char *functio
 									TriggerEvent timing, int events, bool truncate_too);
 extern AttrNumber PayColumnNumber(Relation rel, const char *column);
 extern bool PayRestoring(void);
+extern bool PayPermitOwnRow(void);
+extern void PayEndOwnRow(bool previous);
+extern bool PayTakeOwnRowPermit(void);
 extern void PayBecomeOwner(Relation rel, PayOwnerContext *context);
 extern void PayRestoreUser(const PayOwnerContext *context);
 extern void PayRaiseIllegalTransition(Relation rel, const char *key,

@@ -14,7 +14,13 @@
  * status alone is not a transition), frozen columns keep their values while
  * PROCESSING or SUCCESS, PROCESSING and SUCCESS rows are not deleted, and
  * TRUNCATE is refused.  With no arguments the table is append-only (the
- * journal, the archive): UPDATE, DELETE and TRUNCATE are refused.  The one
+ * journal, the archive): UPDATE, DELETE and TRUNCATE are refused.  The
+ * journal and pay_maintenance_log, the record of what the extension did,
+ * take an INSERT (since 1.4, whose guards fire on it) only of the row the
+ * extension's own C code is writing (PayTakeOwnRowPermit), of a logical
+ * replica's apply, or of a restore (PayRestoring): a superuser's row there
+ * would forge a second charge, which raises a payment's refund limit, or a
+ * maintenance entry.  The one
  * way out of the ledger for a SUCCESS payment, and out of the journal for
  * any row, is into the archive: a row the same transaction inserted there
  * (pay_archive, or a replica applying its transaction) may be deleted.
@@ -51,6 +57,7 @@
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
+#include "replication/logicalworker.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
 
@@ -65,6 +72,7 @@
 typedef struct GuardConfig
 {
 	bool		append_only;
+	bool		written_by_extension;	/* the journal or pay_maintenance_log */
 	AttrNumber	status_attnum;
 	bool		status_is_enum; /* pay_status, else text or varchar */
 	int			nfrozen;
@@ -117,7 +125,18 @@ BuildGuardConfig(FunctionCallInfo fcinfo, TriggerData *trigdata, bool rules_1_3)
 	config->append_only = trigger->tgnargs == 0;
 	config->rules_1_3 = rules_1_3;
 	if (config->append_only)
+	{
+		/*
+		 * By name, in the extension's schema (whose tables are never
+		 * renamed): the journal's columns need not be looked up, which a
+		 * DBA repairing them in maintenance, recorded in the log, may be
+		 * about to restore.
+		 */
+		config->written_by_extension = RelationGetNamespace(rel) == config->catalog->namespace &&
+			(strcmp(RelationGetRelationName(rel), "pay_journal") == 0 ||
+			 strcmp(RelationGetRelationName(rel), "pay_maintenance_log") == 0);
 		return config;
+	}
 
 	/* the ledger's column numbers come with the catalog's tables */
 	if (RelationGetRelid(rel) == PayCatalogGetTables(fcinfo)->ledger)
@@ -396,7 +415,14 @@ Guard(FunctionCallInfo fcinfo, bool rules_1_3)
 	if (config->append_only)
 	{
 		if (TRIGGER_FIRED_BY_INSERT(event))
+		{
+			/* a row replicated or restored was the extension's where it was made */
+			if (config->written_by_extension && !PayTakeOwnRowPermit() &&
+				!IsLogicalWorker() && !PayRestoring())
+				RaiseGuardRefusal(rel, PAY_REASON_WRITTEN_BY_EXTENSION, "INSERT is refused",
+								  "The table records what idempotent_pay did: its rows are written by the extension alone.");
 			return PointerGetDatum(trigdata->tg_trigtuple);
+		}
 		if (TRIGGER_FIRED_BY_DELETE(event) && MovedIntoArchive(fcinfo, rel, trigdata->tg_trigtuple))
 			return PointerGetDatum(trigdata->tg_trigtuple);
 		RaiseGuardRefusal(rel, PAY_REASON_APPEND_ONLY,

@@ -8,8 +8,9 @@
  * transition and per amount change (an UPDATE that changes none of status,
  * amount and currency is skipped), whoever wrote the ledger row -- the API
  * or a raw statement -- so the latest journal entry of a bizNo always names
- * its status.  AFTER DELETE (of an INIT or FAILED row, or of a settled one
- * pay_archive moved into the archive: all the guard lets go) it records
+ * its status, and the entry into SUCCESS the answer: the reference and a
+ * digest of the response.  AFTER DELETE (of an INIT or FAILED row, or of a
+ * settled one pay_archive moved into the archive: all the guard lets go) it records
  * the deletion for pay_stats' counts, which the journal alone would go on
  * counting as a payment.  The note comes with the row written (the ledger's note
  * column, set by the API or by hand), else from idempotent_pay.journal_note.
@@ -191,6 +192,31 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	{
 		values[JOURNAL_NOTE] = CStringGetTextDatum("amount or currency changed");
 		nulls[JOURNAL_NOTE] = false;
+	}
+
+	/*
+	 * The step into SUCCESS records the answer it settled with, which the
+	 * ledger keeps from then on and pay_verify compares: the reference, and
+	 * PostgreSQL's hash of the response (jsonb_hash_extended, seed 0, which
+	 * pg_upgrade keeps: hash partitions rely on it).  Since 1.4, whose
+	 * journal has response_digest; one hash per payment.
+	 */
+	nulls[JOURNAL_CHANNEL_REF] = true;
+	nulls[JOURNAL_RESPONSE_DIGEST] = true;
+	if (to == PAY_SUCCESS && from != PAY_SUCCESS &&
+		catalog->journal_attnums[JOURNAL_RESPONSE_DIGEST] != InvalidAttrNumber)
+	{
+		values[JOURNAL_CHANNEL_REF] = PayLedgerValue(&row, col[LEDGER_CHANNEL_REF],
+													 &nulls[JOURNAL_CHANNEL_REF]);
+		if (col[LEDGER_RESPONSE] != InvalidAttrNumber &&
+			!PayLedgerValueIsNull(&row, col[LEDGER_RESPONSE]))
+		{
+			values[JOURNAL_RESPONSE_DIGEST] =
+				DirectFunctionCall2(jsonb_hash_extended,
+									PayLedgerValue(&row, col[LEDGER_RESPONSE], &isnull),
+									Int64GetDatum(0));
+			nulls[JOURNAL_RESPONSE_DIGEST] = false;
+		}
 	}
 
 	PayJournalAppend(catalog, journal, values, nulls);

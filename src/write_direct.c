@@ -745,7 +745,11 @@ PayDirectProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 /*
  * Append one row to the journal, already opened and locked, as logical
  * replication's apply inserts a row: NOT NULL and CHECK constraints, heap,
- * then every index.  values and nulls are indexed by JournalColumn.
+ * then every index.  values and nulls are indexed by JournalColumn (a
+ * column the journal lacks, of a version before the answer's, is left
+ * out).  The journal's one INSERT trigger, its guard (the policy allows no
+ * other), is not fired: on INSERT it refuses only a row the extension's
+ * own code is not writing, and returns this one unchanged.
  */
 void
 PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
@@ -762,6 +766,8 @@ PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 	memset(slot->tts_isnull, true, sizeof(bool) * tupdesc->natts);
 	for (int i = 0; i < JOURNAL_COLUMNS; i++)
 	{
+		if (catalog->journal_attnums[i] == InvalidAttrNumber)
+			continue;
 		slot->tts_values[catalog->journal_attnums[i] - 1] = values[i];
 		slot->tts_isnull[catalog->journal_attnums[i] - 1] = nulls[i];
 	}

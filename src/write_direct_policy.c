@@ -20,10 +20,11 @@
  *	 function or runs a subquery, an index of an access method or operator
  *	 family that is not built in, or with deferred uniqueness; a ledger of
  *	 before 1.2; and whatever sends the journal's rows to SQL;
- * - on the journal: a column the trigger does not fill, or of another type
- *	 or typmod, a generated or identity column, an INSERT trigger or rule,
- *	 row security, partitioning, or a CHECK constraint or index that could
- *	 look a name up;
+ * - on the journal: a column the trigger does not fill (but a second
+ *	 charge's kind, NULL without a default), or of another type or typmod, a
+ *	 generated or identity column, an INSERT trigger but the journal's own
+ *	 guard, a rule, row security, partitioning, or a CHECK constraint or
+ *	 index that could look a name up;
  * - in the session: replica mode, a read-only transaction or a standby,
  *	 parallel mode, a module watching the executor's permission checks
  *	 (ExecutorCheckPerms_hook: pgaudit, sepgsql), and the owner lacking any
@@ -47,6 +48,7 @@
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
@@ -242,16 +244,34 @@ IndexesKind(Relation rel)
 }
 
 /*
+ * Whether trigger is the journal's guard as installed (pay_journal_guard):
+ * the extension's pay_guard with no arguments, a plain BEFORE row trigger
+ * with no condition.  On INSERT it lets the extension's own rows pass and
+ * changes none, so a direct insert, which is the extension's own, need not
+ * fire it.
+ */
+static bool
+IsJournalGuard(const Trigger *trigger)
+{
+	return trigger->tgfoid == catalog->guard_function && trigger->tgnargs == 0 &&
+		TRIGGER_FOR_ROW(trigger->tgtype) && TRIGGER_FOR_BEFORE(trigger->tgtype) &&
+		trigger->tgqual == NULL && trigger->tgnattr == 0 &&
+		trigger->tgoldtable == NULL && trigger->tgnewtable == NULL &&
+		!OidIsValid(trigger->tgconstraint);
+}
+
+/*
  * Whether journal rows may go straight into the journal's heap and indexes:
  * only when nothing the executor would do on INSERT is left undone -- every
  * column the trigger fills is of exactly the type it is filled with (no
- * domain, no typmod to check), every other column (a second charge's, which
- * the trigger leaves NULL) has no default and no domain, so that the
+ * domain, no typmod to check), every other column (a second charge's kind,
+ * which the trigger leaves NULL) has no default and no domain, so that the
  * INSERT's own value for it would be a plain NULL too, no generated or
- * identity column, no INSERT trigger or rule, no row security, not partitioned and
- * no partition, and no CHECK constraint or index that could look at
- * search_path (PAY_EXPRESSION_PLAIN).  NOT NULL and CHECK constraints and
- * the indexes are applied by write_direct.c itself.
+ * identity column, no INSERT trigger but the journal's guard (IsJournalGuard),
+ * no rule, no row security, not partitioned and no partition, and no CHECK
+ * constraint or index that could look at search_path (PAY_EXPRESSION_PLAIN).
+ * NOT NULL and CHECK constraints and the indexes are applied by
+ * write_direct.c itself.
  */
 static bool
 JournalAllowsDirectInsert(Relation journal)
@@ -278,9 +298,12 @@ JournalAllowsDirectInsert(Relation journal)
 	/* no domain or typmod whose check the executor's coercion would make */
 	for (int i = 0; i < JOURNAL_COLUMNS; i++)
 	{
-		Form_pg_attribute attr = TupleDescAttr(tupdesc, catalog->journal_attnums[i] - 1);
+		Form_pg_attribute attr;
 		Oid			expected = PayJournalColumnType(catalog, i);
 
+		if (catalog->journal_attnums[i] == InvalidAttrNumber)
+			continue;			/* an older version's journal: not filled */
+		attr = TupleDescAttr(tupdesc, catalog->journal_attnums[i] - 1);
 		if (attr->atttypid != expected || attr->atttypmod != -1)
 			return false;
 	}
@@ -298,18 +321,19 @@ JournalAllowsDirectInsert(Relation journal)
 	 * invalidation of the journal, whose rebuild frees the old trigdesc.
 	 */
 	triggers = journal->trigdesc;
+	for (int i = 0; triggers && i < triggers->numtriggers; i++)
+	{
+		Trigger    *trigger = &triggers->triggers[i];
+
+		if (TRIGGER_FOR_INSERT(trigger->tgtype) && !IsJournalGuard(trigger))
+			return false;
+	}
 
 	return journal->rd_rel->relkind == RELKIND_RELATION &&
 		!journal->rd_rel->relispartition &&
 		!journal->rd_rel->relhasrules &&
 		!journal->rd_rel->relrowsecurity &&
-		!(tupdesc->constr && tupdesc->constr->has_generated_stored) &&
-		!(triggers && (triggers->trig_insert_before_row ||
-					   triggers->trig_insert_after_row ||
-					   triggers->trig_insert_instead_row ||
-					   triggers->trig_insert_before_statement ||
-					   triggers->trig_insert_after_statement ||
-					   triggers->trig_insert_new_table));
+		!(tupdesc->constr && tupdesc->constr->has_generated_stored);
 }
 
 /*

@@ -152,7 +152,11 @@ LedgerHasNote(const PayCatalog *catalog)
 		catalog->ledger_attnums[LEDGER_RESPONSE] != InvalidAttrNumber;
 }
 
-/* The journal's INSERT of every column the trigger fills, in their order. */
+/*
+ * The journal's INSERT of every column the trigger fills that the journal
+ * has (an older version's lacks the answer's), in their order; $n is
+ * JournalColumn n - 1.
+ */
 static const char *
 JournalInsertQuery(const PayCatalog *catalog)
 {
@@ -163,9 +167,11 @@ JournalInsertQuery(const PayCatalog *catalog)
 	initStringInfo(&params);
 	for (int i = 0; i < JOURNAL_COLUMNS; i++)
 	{
-		appendStringInfo(&columns, "%s%s", i > 0 ? ", " : "",
+		if (catalog->journal_attnums[i] == InvalidAttrNumber)
+			continue;
+		appendStringInfo(&columns, "%s%s", columns.len > 0 ? ", " : "",
 						 quote_identifier(PayJournalColumnName(i)));
-		appendStringInfo(&params, "%s$%d", i > 0 ? ", " : "", i + 1);
+		appendStringInfo(&params, "%s$%d", params.len > 0 ? ", " : "", i + 1);
 	}
 	return psprintf("INSERT INTO %s.pay_journal (%s) VALUES (%s)",
 					catalog->schema, columns.data, params.data);
@@ -481,9 +487,19 @@ PaySqlJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *ki
 		CStringGetTextDatum(GetUserNameFromId(GetOuterUserId(), false)),
 		channel_ref, kind != NULL ? CStringGetTextDatum(kind) : (Datum) 0
 	};
+	/* the journal's guard lets this row alone pass */
+	bool		permit = PayPermitOwnRow();
 
-	RunPlan(catalog, kind != NULL ? PLAN_JOURNAL_SECOND_CHARGE_1_3 : PLAN_JOURNAL_SECOND_CHARGE,
-			args, NULL);
+	PG_TRY();
+	{
+		RunPlan(catalog, kind != NULL ? PLAN_JOURNAL_SECOND_CHARGE_1_3 : PLAN_JOURNAL_SECOND_CHARGE,
+				args, NULL);
+	}
+	PG_FINALLY();
+	{
+		PayEndOwnRow(permit);
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -522,7 +538,8 @@ PaySqlJournalInsert(const PayCatalog *catalog, Relation journal,
 {
 	char		spi_nulls[JOURNAL_COLUMNS];
 	PayOwnerContext owner;
-	int			ret;
+	volatile int ret = 0;
+	bool		permit;
 
 	for (int i = 0; i < JOURNAL_COLUMNS; i++)
 		spi_nulls[i] = nulls[i] ? 'n' : ' ';
@@ -548,8 +565,20 @@ PaySqlJournalInsert(const PayCatalog *catalog, Relation journal,
 		journal_insert_plan = plan;
 		journal_insert_generation = catalog->generation;
 	}
-	/* a rule of the DBA's may rewrite the INSERT: that is the DBA's will */
-	ret = SPI_execute_plan(journal_insert_plan, (Datum *) values, spi_nulls, false, 0);
+	/*
+	 * A rule of the DBA's may rewrite the INSERT: that is the DBA's will.
+	 * The journal's guard lets this row alone pass.
+	 */
+	permit = PayPermitOwnRow();
+	PG_TRY();
+	{
+		ret = SPI_execute_plan(journal_insert_plan, (Datum *) values, spi_nulls, false, 0);
+	}
+	PG_FINALLY();
+	{
+		PayEndOwnRow(permit);
+	}
+	PG_END_TRY();
 	if (ret != SPI_OK_INSERT && ret != SPI_OK_REWRITTEN)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	SPI_finish();

@@ -256,6 +256,9 @@ BEGIN
 END $$;
 -- every contender starts from 100k settled payments (and the same plans)
 SET session_replication_role = replica;
+-- and a restore's settings, under which the journal takes rows it did not write
+SET row_security = off;
+SET check_function_bodies = false;
 INSERT INTO pay_ledger (bizno, status, attempt, amount, currency)
     SELECT 'D' || g, 'SUCCESS', 1, 10, 'EUR' FROM generate_series(1, 100000) AS g;
 INSERT INTO pay_journal (bizno, attempt, from_status, to_status)
@@ -270,6 +273,8 @@ INSERT INTO lean_pay.ledger SELECT * FROM pay_ledger;
 INSERT INTO lean_pay.journal (bizno, attempt, from_status, to_status)
     SELECT bizno, attempt, from_status, to_status FROM pay_journal;
 RESET session_replication_role;
+RESET row_security;
+RESET check_function_bodies;
 CREATE TABLE bench_guarded (id integer PRIMARY KEY, status text NOT NULL, amount numeric);
 CREATE TABLE bench_unguarded (LIKE bench_guarded INCLUDING ALL);
 CREATE TABLE bench_plpgsql_guarded (LIKE bench_guarded INCLUDING ALL);
@@ -288,12 +293,17 @@ SQL
 load_large_ledger() {
 	sql >/dev/null <<SQL
 SET session_replication_role = replica;
+-- and a restore's settings, under which the journal takes rows it did not write
+SET row_security = off;
+SET check_function_bodies = false;
 SET maintenance_work_mem = '1GB';
 INSERT INTO pay_ledger (bizno, status, attempt, amount, currency, channel_ref)
     SELECT 'L' || g, 'SUCCESS', 1, 10, 'EUR', 'BANK-L' || g FROM generate_series(1, $LARGE_LEDGER) AS g;
 INSERT INTO pay_journal (bizno, attempt, from_status, to_status)
     SELECT 'L' || g, 1, 'PROCESSING', 'SUCCESS' FROM generate_series(1, $LARGE_LEDGER) AS g;
 RESET session_replication_role;
+RESET row_security;
+RESET check_function_bodies;
 VACUUM ANALYZE pay_ledger;
 VACUUM ANALYZE pay_journal;
 SQL
@@ -527,6 +537,9 @@ archive_load() {
 	local key=$1 count=$2 at=$3
 	sql >/dev/null <<SQL
 SET session_replication_role = replica;
+-- and a restore's settings, under which the journal takes rows it did not write
+SET row_security = off;
+SET check_function_bodies = false;
 SET maintenance_work_mem = '1GB';
 INSERT INTO pay_ledger (bizno, status, attempt, amount, currency, channel_ref,
                         created_at, updated_at, processing_since)
@@ -539,6 +552,8 @@ INSERT INTO pay_journal (bizno, attempt, from_status, to_status, amount, currenc
            10, 'EUR', $at
     FROM generate_series(1, 2 * $count::bigint) AS i;
 RESET session_replication_role;
+RESET row_security;
+RESET check_function_bodies;
 SQL
 }
 

@@ -19,7 +19,7 @@ SELECT col_is_pk('pay_ledger', 'bizno');
 SELECT index_is_unique('pay_ledger', 'pay_ledger_prefix_biz_id_key');
 SELECT has_table('pay_journal');
 SELECT columns_are('pay_journal', ARRAY['seq', 'bizno', 'attempt', 'from_status', 'to_status',
-    'amount', 'at', 'txid', 'actor', 'note', 'currency', 'channel_ref', 'second_charge']);
+    'amount', 'at', 'txid', 'actor', 'note', 'currency', 'channel_ref', 'second_charge', 'response_digest']);
 SELECT trigger_is('pay_ledger', 'pay_ledger_guard', 'pay_guard');
 SELECT trigger_is('pay_journal', 'pay_journal_guard', 'pay_guard');
 SELECT is((SELECT string_agg(tgrelid::regclass || '.' || tgname || ':' || tgenabled::text, ','
@@ -33,11 +33,13 @@ SELECT is((SELECT string_agg(tgrelid::regclass || '.' || tgname || ':' || tgenab
           'pay_journal_archive.pay_journal_archive_guard:A,pay_journal_archive.pay_journal_archive_guard_truncate:A,'
           'pay_journal_archive.pay_journal_archive_moved:A,'
           'pay_journal_archive_default.pay_journal_archive_guard:A,'
+          'pay_journal_archive_default.pay_journal_archive_guard_truncate:A,'
           'pay_journal_archive_default.pay_journal_archive_moved:A,'
           'pay_ledger.pay_ledger_guard:A,pay_ledger.pay_ledger_guard_truncate:A,'
           'pay_ledger_archive.pay_ledger_archive_guard:A,pay_ledger_archive.pay_ledger_archive_guard_truncate:A,'
           'pay_ledger_archive.pay_ledger_archive_moved:A,'
           'pay_ledger_archive_default.pay_ledger_archive_guard:A,'
+          'pay_ledger_archive_default.pay_ledger_archive_guard_truncate:A,'
           'pay_ledger_archive_default.pay_ledger_archive_moved:A,'
           'pay_maintenance_log.pay_maintenance_log_guard:A,'
           'pay_maintenance_log.pay_maintenance_log_guard_truncate:A',
