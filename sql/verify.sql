@@ -3,6 +3,10 @@
 -- or a maintenance entry the extension did not write is refused; a month
 -- of the archive is not emptied by TRUNCATE.
 
+-- Claims here run inside transaction blocks on purpose (rolled back); the
+-- refusal of that is claim_durable's test.
+SET idempotent_pay.claim_in_transaction = allow;
+
 -- 1. The step into SUCCESS journals the bank's reference and a digest of
 -- the response (jsonb_hash_extended, seed 0) it settled with.
 SELECT pay_begin('VER-PAID', 10, 'EUR') IS NOT NULL AS begun;
