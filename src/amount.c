@@ -33,6 +33,7 @@
 #include "amount.h"
 #include "compat.h"
 #include "currency.h"
+#include "reason.h"
 #include "settings.h"
 
 PG_FUNCTION_INFO_V1(pay_amount_valid);
@@ -76,9 +77,7 @@ PayCheckAmount(Numeric amount)
 	if (!PayAmountIsValid(amount))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid payment amount %s",
-						DatumGetCString(DirectFunctionCall1(numeric_out,
-															NumericGetDatum(amount)))),
+				 errmsg("invalid payment amount %s", PayQuoteNumeric(NumericGetDatum(amount))),
 				 errdetail("An amount is a finite number greater than 0."),
 				 errhint("Fix the caller: pass the amount to charge, as numeric (never a float).")));
 }
@@ -90,7 +89,7 @@ PayCheckCurrency(text *currency)
 	if (!PayCurrencyIsValid(currency))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid currency \"%s\"", text_to_cstring(currency)),
+				 errmsg("invalid currency \"%s\"", PayQuoteText(currency)),
 				 errdetail("A currency is an ISO 4217 code: three upper-case letters."),
 				 errhint("Fix the caller: pass a code such as EUR, USD or CNY.")));
 }
@@ -102,7 +101,7 @@ PayCheckCurrencyKnown(text *currency)
 	if (PayCurrencyMinorUnits(VARDATA_ANY(currency), VARSIZE_ANY_EXHDR(currency)) < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown currency \"%s\"", text_to_cstring(currency)),
+				 errmsg("unknown currency \"%s\"", PayQuoteText(currency)),
 				 errdetail("A payment is in one of ISO 4217's active currencies, as pay_currencies lists them."),
 				 errhint("Fix the caller: pass the ISO 4217 code of the currency to charge, such as EUR, USD or JPY.")));
 }
@@ -123,9 +122,8 @@ PayCheckAmountFits(Numeric amount, text *currency)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("amount %s has more decimals than %s has",
-					DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(amount))),
-					text_to_cstring(currency)),
-			 errdetail("%s has %d minor unit%s.", text_to_cstring(currency), minor_units,
+					PayQuoteNumeric(NumericGetDatum(amount)), PayQuoteText(currency)),
+			 errdetail("%s has %d minor unit%s.", PayQuoteText(currency), minor_units,
 					   minor_units == 1 ? "" : "s"),
 			 errhint("Fix the caller: pass the amount in whole minor units of the currency.")));
 }

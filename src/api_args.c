@@ -149,8 +149,7 @@ const char *
 PayAmountText(bool amount_null, Datum amount, bool currency_null, Datum currency)
 {
 	return psprintf("%s %s",
-					amount_null ? "(none)" :
-					DatumGetCString(DirectFunctionCall1(numeric_out, amount)),
-					currency_null ? "" : TextDatumGetCString(currency));
+					amount_null ? "(none)" : PayQuoteNumeric(amount),
+					currency_null ? "" : PayQuoteTextDatum(currency));
 }
 

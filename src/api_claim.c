@@ -91,13 +91,12 @@ ApplyAmount(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 
 		if (PayCurrencyFieldDiffers(row, amount))
 			RaiseFieldChange(bizno, row, "currency",
-							 row->currency_null ? "(none)" : TextDatumGetCString(row->currency),
-							 TextDatumGetCString(amount->currency),
+							 row->currency_null ? "(none)" : PayQuoteTextDatum(row->currency),
+							 PayQuoteTextDatum(amount->currency),
 							 frozen ? PAY_REASON_CURRENCY_FROZEN : PAY_REASON_PARAMETER_CHANGED);
 		RaiseFieldChange(bizno, row, "amount",
-						 row->amount_null ? "(none)" :
-						 DatumGetCString(DirectFunctionCall1(numeric_out, row->amount)),
-						 DatumGetCString(DirectFunctionCall1(numeric_out, amount->amount)),
+						 row->amount_null ? "(none)" : PayQuoteNumeric(row->amount),
+						 PayQuoteNumeric(amount->amount),
 						 frozen ? PAY_REASON_AMOUNT_FROZEN : PAY_REASON_PARAMETER_CHANGED);
 	}
 	if (PayStatusIsFrozen(row->status))

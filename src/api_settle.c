@@ -84,8 +84,8 @@ static void
 JournalSecondCharge(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 					Datum channel_ref, SecondCharge kind)
 {
-	char	   *second = TextDatumGetCString(channel_ref);
-	char	   *first = TextDatumGetCString(row->channel_ref);
+	char	   *second = PayQuoteTextDatum(channel_ref);
+	char	   *first = PayQuoteTextDatum(row->channel_ref);
 	LedgerRow	locked;
 
 	/*

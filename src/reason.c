@@ -11,9 +11,15 @@
  * row is in doc/reference.md with its SQLSTATE; test/tap/010_reference.pl
  * fails when one is missing.
  *
+ * What a refusal quotes of a caller's input is bounded here too (PayQuote).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/numeric.h"
 
 #include "reason.h"
 
@@ -102,4 +108,48 @@ int
 PayReason(PayReasonId reason)
 {
 	return PayReasonWith(reason, NULL);
+}
+
+/*
+ * value (len bytes, in the server's encoding) as a message quotes it: whole
+ * up to PAY_QUOTE_MAX_CHARS characters, else cut at a character's boundary
+ * and marked "... (N bytes)".
+ */
+char *
+PayQuote(const char *value, int len)
+{
+	int			kept;
+
+	/* a character is at least one byte: count them only when it matters */
+	if (len <= PAY_QUOTE_MAX_CHARS)
+		return pnstrdup(value, len);
+	kept = pg_mbcharcliplen(value, len, PAY_QUOTE_MAX_CHARS);
+	if (kept >= len)
+		return pnstrdup(value, len);
+	return psprintf("%.*s... (%d bytes)", kept, value, len);
+}
+
+char *
+PayQuoteCString(const char *value)
+{
+	return PayQuote(value, strlen(value));
+}
+
+char *
+PayQuoteText(text *value)
+{
+	return PayQuote(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+}
+
+char *
+PayQuoteTextDatum(Datum value)
+{
+	return PayQuoteText(DatumGetTextPP(value));
+}
+
+/* A numeric as numeric_out writes it, bounded: 1e130000 has 130001 digits. */
+char *
+PayQuoteNumeric(Datum value)
+{
+	return PayQuoteCString(DatumGetCString(DirectFunctionCall1(numeric_out, value)));
 }
