@@ -20,6 +20,10 @@
  * is the response stored for replay (54000), so that no caller can make
  * every later read of the payment carry megabytes.
  *
+ * Since 1.4 an amount is at most idempotent_pay.max_amount (22003), through
+ * the API and the bookkeeping trigger: numeric holds 131072 digits before
+ * the point, and no payment needs more than a bigint of minor units.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -80,6 +84,40 @@ PayCheckAmount(Numeric amount)
 				 errmsg("invalid payment amount %s", PayQuoteNumeric(NumericGetDatum(amount))),
 				 errdetail("An amount is a finite number greater than 0."),
 				 errhint("Fix the caller: pass the amount to charge, as numeric (never a float).")));
+}
+
+/*
+ * Raise 22003 when amount is more than idempotent_pay.max_amount.  The
+ * bound is kept as a numeric, made again only when the setting changes.
+ */
+void
+PayCheckAmountBound(Numeric amount)
+{
+	static Numeric bound = NULL;
+	static int64 bound_value = 0;
+
+	if (bound == NULL || bound_value != pay_max_amount)
+	{
+		Numeric		made = int64_to_numeric(pay_max_amount);
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		if (bound != NULL)
+			pfree(bound);
+		bound = DatumGetNumericCopy(NumericGetDatum(made));
+		bound_value = pay_max_amount;
+		MemoryContextSwitchTo(old);
+	}
+	if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(amount),
+										  NumericGetDatum(bound))) <= 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("amount %s is more than idempotent_pay.max_amount (" INT64_FORMAT ")",
+					PayQuoteNumeric(NumericGetDatum(amount)), pay_max_amount),
+			 errdetail("An amount is at most idempotent_pay.max_amount units of its currency."),
+			 errhint("Fix the caller: pass the amount in the currency's units (10.50 for 10.50 EUR). "
+					 "An operator may raise idempotent_pay.max_amount, up to " INT64_FORMAT ".",
+					 PAY_MAX_AMOUNT_LIMIT)));
 }
 
 /* Raise 22023 unless currency is an ISO 4217 code. */

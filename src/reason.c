@@ -60,7 +60,7 @@ static const PayReasonSpec reasons[PAY_REASON_COUNT] = {
 	[PAY_REASON_AMOUNT_FROZEN_1_2] = {"pay_amount_frozen", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 	"A payment being charged or paid keeps its amount: fix the caller, or open a new business action for another amount."},
 	[PAY_REASON_PARAMETER_CHANGED] = {"pay_parameter_changed", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-	"idempotent_pay.parameter_change = refuse: a known bizNo keeps its amount and currency; open a new business action for other ones."},
+	"A known bizNo keeps its amount and currency (idempotent_pay.parameter_change): open a new business action for other ones."},
 	[PAY_REASON_STALE_ATTEMPT] = {"pay_stale_attempt", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 	"A late answer for an earlier attempt: the payment has moved on and keeps its state; if the bank charged that attempt, reconcile it."},
 	[PAY_REASON_UNCLAIMED_ATTEMPT] = {"pay_unclaimed_attempt", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
