@@ -191,7 +191,7 @@ SELECT kind, bizno, detail FROM pay_reconcile_rows(
 WHERE bizno = 'PRM-REC-4';
 SELECT c.action, c.response FROM pay_claim('PRM-REC-4') AS c;
 DROP TABLE prm_statement, prm_statement_plain;
-SELECT * FROM pay_verify();
+SELECT * FROM pay_verify() WHERE bizno LIKE 'PRM-%';
 DROP OWNED BY params_app;
 DROP ROLE params_app;
 
