@@ -382,6 +382,94 @@ COMMENT ON FUNCTION @extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz) 
 'pay_reconcile of a statement given as a JSON array of rows (bizno, amount, currency, status, channel_ref, optionally response): what idempotent_pay_proxy sends each partition';
 
 
+-- pay_protect quotes a row's status as the C code quotes input: at most 128
+-- characters.
+CREATE OR REPLACE FUNCTION @extschema@.pay_protect(tbl regclass, status_column name DEFAULT 'status',
+                                        frozen_columns name[] DEFAULT '{}')
+RETURNS void
+AS $$
+DECLARE
+    status_type regtype;
+    column_name name;
+    offending text;
+    offending_found boolean;
+BEGIN
+    IF tbl IS NULL OR status_column IS NULL OR frozen_columns IS NULL THEN
+        RAISE EXCEPTION 'tbl, status_column and frozen_columns must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF (SELECT c.relkind FROM pg_catalog.pg_class AS c WHERE c.oid OPERATOR(pg_catalog.=) tbl)
+       OPERATOR(pg_catalog.<>) ALL (ARRAY['r', 'p']::"char"[]) THEN
+        RAISE EXCEPTION '% is not a table', tbl USING ERRCODE = '42809';
+    END IF;
+
+    -- No row may change between the check of its label and the guard.
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+
+    FOREACH column_name IN ARRAY pg_catalog.array_prepend(status_column, frozen_columns) LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute AS a
+                       WHERE a.attrelid OPERATOR(pg_catalog.=) tbl
+                         AND a.attname OPERATOR(pg_catalog.=) column_name
+                         AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped) THEN
+            RAISE EXCEPTION 'column "%" of relation % does not exist', column_name, tbl
+                USING ERRCODE = '42703';
+        END IF;
+    END LOOP;
+
+    SELECT a.atttypid::regtype INTO status_type
+    FROM pg_catalog.pg_attribute AS a
+    WHERE a.attrelid OPERATOR(pg_catalog.=) tbl AND a.attname OPERATOR(pg_catalog.=) status_column;
+    IF status_type OPERATOR(pg_catalog.<>) ALL (ARRAY['@extschema@.pay_status', 'pg_catalog.text',
+                                                      'pg_catalog.varchar']::regtype[]) THEN
+        RAISE EXCEPTION 'status column "%" of relation % is of type %', status_column, tbl, status_type
+            USING ERRCODE = '42804',
+                  HINT = 'A guarded status column is of type pay_status, text or varchar.';
+    END IF;
+
+    EXECUTE pg_catalog.format(
+        'SELECT %1$I::pg_catalog.text, true FROM %2$s '
+        'WHERE %1$I IS NULL OR %1$I::pg_catalog.text OPERATOR(pg_catalog.<>) ALL '
+        '(ARRAY[''INIT'', ''PROCESSING'', ''SUCCESS'', ''FAILED'']) LIMIT 1',
+        status_column, tbl)
+    INTO offending, offending_found;
+    IF offending_found THEN
+        -- quoted as the C code quotes input: at most 128 characters
+        RAISE EXCEPTION 'invalid payment status % in column "%" of relation %',
+            coalesce(pg_catalog.quote_literal(pg_catalog.left(offending, 128))
+                     OPERATOR(pg_catalog.||) CASE WHEN pg_catalog.length(offending) OPERATOR(pg_catalog.>) 128
+                                                  THEN pg_catalog.format('... (%s bytes)', pg_catalog.octet_length(offending))
+                                                  ELSE '' END,
+                     'NULL'), status_column, tbl
+            USING ERRCODE = '22P02',
+                  HINT = 'A payment status is INIT, PROCESSING, SUCCESS or FAILED; fix the rows, then protect the table.';
+    END IF;
+
+    -- Protecting again replaces the guard, e.g. with other frozen columns.
+    PERFORM @extschema@.pay_unprotect(tbl);
+    EXECUTE pg_catalog.format(
+        'CREATE TRIGGER pay_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
+        'FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard(%s)',
+        tbl, (SELECT pg_catalog.string_agg(pg_catalog.quote_literal(c), ', ')
+              FROM pg_catalog.unnest(pg_catalog.array_prepend(status_column, frozen_columns)) AS c));
+    EXECUTE pg_catalog.format(
+        'CREATE TRIGGER pay_guard_truncate BEFORE TRUNCATE ON %s '
+        'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard(%L)', tbl, status_column);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER pay_guard', tbl);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER pay_guard_truncate', tbl);
+
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_class AS c
+            JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) c.relowner
+            WHERE c.oid OPERATOR(pg_catalog.=) tbl) THEN
+        RAISE WARNING 'the owner of % can disable its guard', tbl
+            USING DETAIL = 'A table owner may ALTER TABLE ... DISABLE TRIGGER.',
+                  HINT = 'Let a role the application does not use own the table.';
+    END IF;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_protect(regclass, name, name[]) IS
+'Guard an existing table with the payment state machine: transitions, frozen columns, protected rows';
+
 -- Last: the initial privileges (pg_init_privs) back to what the complete
 -- script records, the owner's and PUBLIC's alone.  PostgreSQL records the
 -- whole ACL of every object an update script creates or replaces among its

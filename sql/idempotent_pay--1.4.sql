@@ -2492,8 +2492,13 @@ BEGIN
         status_column, tbl)
     INTO offending, offending_found;
     IF offending_found THEN
+        -- quoted as the C code quotes input: at most 128 characters
         RAISE EXCEPTION 'invalid payment status % in column "%" of relation %',
-            coalesce(pg_catalog.quote_literal(offending), 'NULL'), status_column, tbl
+            coalesce(pg_catalog.quote_literal(pg_catalog.left(offending, 128))
+                     OPERATOR(pg_catalog.||) CASE WHEN pg_catalog.length(offending) OPERATOR(pg_catalog.>) 128
+                                                  THEN pg_catalog.format('... (%s bytes)', pg_catalog.octet_length(offending))
+                                                  ELSE '' END,
+                     'NULL'), status_column, tbl
             USING ERRCODE = '22P02',
                   HINT = 'A payment status is INIT, PROCESSING, SUCCESS or FAILED; fix the rows, then protect the table.';
     END IF;

@@ -144,6 +144,21 @@ INSERT INTO prm_big VALUES
 SELECT b.call, r.refusal IS DISTINCT FROM 'no error' AS refused,
        length(r.refusal) AS refusal_length, r.refusal LIKE '%... (% bytes)%' AS marked
 FROM prm_big AS b, LATERAL (SELECT params_refusal(b.call) AS refusal) AS r;
+-- A guarded table of one's own: its rows' statuses and keys, quoted by
+-- pay_protect and by the guard.
+CREATE TABLE prm_orders (id text PRIMARY KEY, status text);
+INSERT INTO prm_orders VALUES ('order-1', repeat('x', 1000000));
+SELECT length(params_refusal($$SELECT pay_protect('prm_orders')$$)) AS protect_refusal_length,
+       params_refusal($$SELECT pay_protect('prm_orders')$$) LIKE '%''... (1000000 bytes) in column%' AS marked;
+UPDATE prm_orders SET status = 'SUCCESS';
+INSERT INTO prm_orders VALUES (repeat('k', 100000), 'SUCCESS');
+SELECT pay_protect('prm_orders');
+SELECT length(r) AS guard_status_refusal_length, r LIKE '%"yyyy%... (1000000 bytes)" in (id)=(order-1)%' AS marked
+FROM params_refusal($$UPDATE prm_orders SET status = repeat('y', 1000000) WHERE id = 'order-1'$$) AS r;
+SELECT length(r) AS guard_key_refusal_length, r LIKE '%(id)=(kkkk%... (100007 bytes)%' AS marked
+FROM params_refusal($$DELETE FROM prm_orders WHERE length(id) > 1000$$) AS r;
+SELECT pay_unprotect('prm_orders');
+DROP TABLE prm_orders;
 SELECT params_refusal($$SELECT pay_open('PRM', repeat('x', 1000000), 10, 'EUR')$$) AS quoted;
 SELECT params_refusal($$SELECT pay_open('PRM', 'order', 10, repeat('é', 500000))$$) AS quoted_multibyte;
 
