@@ -41,15 +41,17 @@ LANGUAGE C VOLATILE SECURITY DEFINER;
 -- pay_succeed and pay_fail take the attempt as a bigint, so that a
 -- smallint, an integer and a bigint all resolve to them.  Another argument
 -- type makes them new functions: their grantees are noted and granted them
--- again, as the update to 1.3 did for pay_succeed.
+-- again, PUBLIC and the grant option included.
 CREATE TEMPORARY TABLE pay_settle_grantees ON COMMIT DROP AS
-    SELECT p.proname::pg_catalog.text AS function_name, a.grantee::pg_catalog.regrole AS grantee
+    SELECT p.proname::pg_catalog.text AS function_name,
+           CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END AS grantee,
+           a.is_grantable
     FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
     WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY['@extschema@.pay_succeed(text, text, integer, jsonb)',
                                                   '@extschema@.pay_fail(text, text, integer)']::pg_catalog.regprocedure[])
       AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
-      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
-      AND a.grantee OPERATOR(pg_catalog.<>) 0;
+      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
 
 DROP FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb);
 DROP FUNCTION @extschema@.pay_fail(text, text, integer);
@@ -78,12 +80,13 @@ DO $$
 DECLARE
     noted record;
 BEGIN
-    FOR noted IN SELECT g.function_name, g.grantee FROM pg_temp.pay_settle_grantees AS g LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s',
+    FOR noted IN SELECT g.function_name, g.grantee, g.is_grantable FROM pg_temp.pay_settle_grantees AS g LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
                                   CASE noted.function_name
                                       WHEN 'pay_succeed' THEN '@extschema@.pay_succeed(text, text, bigint, jsonb)'
                                       ELSE '@extschema@.pay_fail(text, text, bigint)'
-                                  END, noted.grantee);
+                                  END, noted.grantee,
+                                  CASE WHEN noted.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
 END
 $$;

@@ -221,6 +221,10 @@ SET client_min_messages = warning;
 CREATE EXTENSION idempotent_pay VERSION '1.3';
 CREATE ROLE params13_app;
 SELECT pay_grant('params13_app');
+-- grants of a DBA's own, to PUBLIC and with the grant option
+CREATE ROLE params13_delegate;
+GRANT EXECUTE ON FUNCTION pay_succeed(text, text, integer, jsonb) TO params13_delegate WITH GRANT OPTION;
+GRANT EXECUTE ON FUNCTION pay_fail(text, text, integer) TO PUBLIC;
 CREATE FUNCTION params_outcome(statement text) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -256,6 +260,10 @@ SELECT params_outcome($$SELECT pay_claim('P13-FAILED', 14.00, 'EUR')$$) AS other
        params_outcome($$SELECT pay_open('P13', 'huge-2', 1e20, 'EUR')$$) AS huge_after_update;
 SELECT has_function_privilege('params13_app', 'pay_succeed(text, text, bigint, jsonb)', 'EXECUTE')
            AND has_function_privilege('params13_app', 'pay_fail(text, text, bigint)', 'EXECUTE') AS app_may_settle;
+SELECT has_function_privilege('params13_delegate', 'pay_succeed(text, text, bigint, jsonb)',
+                              'EXECUTE WITH GRANT OPTION') AS delegate_may_grant,
+       (SELECT proacl::text[] FROM pg_proc WHERE oid = 'pay_fail(text, text, bigint)'::regprocedure)
+           @> ARRAY['=X/' || current_user] AS public_may_fail;
 \c :regression_database
 DROP DATABASE params13;
-DROP ROLE params13_app;
+DROP ROLE params13_app, params13_delegate;

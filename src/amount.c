@@ -98,12 +98,11 @@ PayCheckAmountBound(Numeric amount)
 
 	if (bound == NULL || bound_value != pay_max_amount)
 	{
-		Numeric		made = int64_to_numeric(pay_max_amount);
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
 		if (bound != NULL)
 			pfree(bound);
-		bound = DatumGetNumericCopy(NumericGetDatum(made));
+		bound = int64_to_numeric(pay_max_amount);
 		bound_value = pay_max_amount;
 		MemoryContextSwitchTo(old);
 	}
