@@ -123,8 +123,11 @@ SELECT outcome($$SELECT pay_begin('D-NOCUR-1', 10)$$) AS begin_without_currency,
 SELECT table_rows() = :'before' AS nothing_written, standing('D-NOCUR-1') AS nocur_1;
 -- Within the limit, a payment goes through.
 SELECT pay_begin('D-BIG-2', 999999.99, 'EUR') AS begin, pay_fail('D-BIG-2', 'declined', 1) AS fail;
--- A FAILED payment retried with a new amount: the same check.
+-- A FAILED payment retried with a new amount, where the operator allows it
+-- (1.4 refuses another amount by default): the same check.
+SET idempotent_pay.parameter_change = allow;
 SELECT outcome($$SELECT pay_begin('D-BIG-2', 5000000, 'EUR')$$) AS retry_big;
+RESET idempotent_pay.parameter_change;
 SELECT standing('D-BIG-2') AS big_2;
 ALTER DOMAIN pay_amount DROP CONSTRAINT dba_amount_limit;
 ALTER DOMAIN pay_currency DROP CONSTRAINT dba_unaccepted_currency;
@@ -354,13 +357,13 @@ SELECT table_rows() = :'before' AS nothing_written, standing('D-READONLY-1') AS 
 -- would be; with pay_claim owned by a role that may not read the ledger,
 -- so is the probe of a claim, as its SELECT would be.
 SELECT proowner::regrole AS api_owner FROM pg_proc
-WHERE oid = 'pay_succeed(text, text, integer, jsonb)'::regprocedure \gset
+WHERE oid = 'pay_succeed(text, text, bigint, jsonb)'::regprocedure \gset
 CREATE ROLE d_api_owner;
 GRANT SELECT ON pay_ledger TO d_api_owner;
 SELECT pay_begin('D-PRIV-1', 10, 'EUR') AS begin;
-ALTER FUNCTION pay_succeed(text, text, integer, jsonb) OWNER TO d_api_owner;
+ALTER FUNCTION pay_succeed(text, text, bigint, jsonb) OWNER TO d_api_owner;
 SELECT outcome($$SELECT pay_succeed('D-PRIV-1', 'R-PRIV', 1)$$) AS select_without_update;
-ALTER FUNCTION pay_succeed(text, text, integer, jsonb) OWNER TO :"api_owner";
+ALTER FUNCTION pay_succeed(text, text, bigint, jsonb) OWNER TO :"api_owner";
 SELECT standing('D-PRIV-1') AS still_processing;
 REVOKE SELECT ON pay_ledger FROM d_api_owner;
 ALTER FUNCTION pay_claim(text, numeric, text) OWNER TO d_api_owner;

@@ -279,6 +279,7 @@ BEGIN
                             ELSE 'HNULLS' END)
                         WHEN 'numeric' THEN '10'
                         WHEN 'integer' THEN '1'
+                        WHEN 'bigint' THEN CASE f.names[n] WHEN 'attempt' THEN '1' ELSE 'NULL' END
                         WHEN 'pay_status' THEN '''PROCESSING'''
                         WHEN 'jsonb' THEN '''[]'''
                         WHEN 'regclass' THEN '''pg_class'''

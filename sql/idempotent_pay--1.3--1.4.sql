@@ -3,6 +3,24 @@
 \echo Use "ALTER EXTENSION idempotent_pay UPDATE TO '1.4'" to load this file. \quit
 
 
+/* Parameters: a retry keeps its amount, amounts bounded, the attempt of any
+   integer type, the reconciler's response (issue 41) ---------------------- */
+
+-- Every write of the ledger holds an amount to idempotent_pay.max_amount
+-- (22003), besides 1.3's rules (src/trigger_bookkeeping.c).
+CREATE OR REPLACE FUNCTION @extschema@.pay_ledger_bookkeeping()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'pay_ledger_bookkeeping_1_4'
+LANGUAGE C;
+
+-- The claims bind 1.4's entry points: another amount or currency of a known
+-- payment is refused by default (idempotent_pay.parameter_change =
+-- default), and an amount is at most idempotent_pay.max_amount.
+CREATE OR REPLACE FUNCTION @extschema@.pay_open(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_open_1_4'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
 -- A claim is durable before it is acted on: pay_claim, pay_open_claim and
 -- pay_begin refuse to run inside a transaction block (25001
 -- pay_claim_in_transaction) unless idempotent_pay.claim_in_transaction =
@@ -24,6 +42,442 @@ CREATE OR REPLACE FUNCTION @extschema@.pay_begin(bizno text, amount numeric DEFA
 RETURNS @extschema@.pay_action
 AS 'MODULE_PATHNAME', 'pay_begin_1_4'
 LANGUAGE C VOLATILE SECURITY DEFINER;
+
+-- pay_succeed and pay_fail take the attempt as a bigint, so that a
+-- smallint, an integer and a bigint all resolve to them.  Another argument
+-- type makes them new functions: their grantees are noted and granted them
+-- again, PUBLIC and the grant option included.
+CREATE TEMPORARY TABLE pay_settle_grantees ON COMMIT DROP AS
+    SELECT p.proname::pg_catalog.text AS function_name,
+           CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END AS grantee,
+           a.is_grantable
+    FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+    WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY['@extschema@.pay_succeed(text, text, integer, jsonb)',
+                                                  '@extschema@.pay_fail(text, text, integer)']::pg_catalog.regprocedure[])
+      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
+
+DROP FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb);
+DROP FUNCTION @extschema@.pay_fail(text, text, integer);
+
+CREATE FUNCTION @extschema@.pay_succeed(bizno text, channel_ref text DEFAULT NULL, attempt bigint DEFAULT NULL,
+                                        response jsonb DEFAULT NULL)
+RETURNS @extschema@.pay_settlement
+AS 'MODULE_PATHNAME', 'pay_succeed_1_4'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+COMMENT ON FUNCTION @extschema@.pay_succeed(text, text, bigint, jsonb) IS
+'PROCESSING -> SUCCESS under the attempt pay_claim returned, with the bank''s reference (both required), storing the response every later claim replays; on SUCCESS a no-op, or SECOND_CHARGE when it brings another reference';
+
+CREATE FUNCTION @extschema@.pay_fail(bizno text, reason text DEFAULT NULL, attempt bigint DEFAULT NULL)
+RETURNS @extschema@.pay_status
+AS 'MODULE_PATHNAME', 'pay_fail_1_4'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+COMMENT ON FUNCTION @extschema@.pay_fail(text, text, bigint) IS
+'PROCESSING -> FAILED under the attempt pay_claim returned (required); a no-op on FAILED';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_succeed(text, text, bigint, jsonb),
+    @extschema@.pay_fail(text, text, bigint) FROM PUBLIC;
+
+DO $$
+DECLARE
+    noted record;
+BEGIN
+    FOR noted IN SELECT g.function_name, g.grantee, g.is_grantable FROM pg_temp.pay_settle_grantees AS g LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
+                                  CASE noted.function_name
+                                      WHEN 'pay_succeed' THEN '@extschema@.pay_succeed(text, text, bigint, jsonb)'
+                                      ELSE '@extschema@.pay_fail(text, text, bigint)'
+                                  END, noted.grantee,
+                                  CASE WHEN noted.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+END
+$$;
+DROP TABLE pg_temp.pay_settle_grantees;
+
+-- The grants name the new signatures.
+CREATE OR REPLACE FUNCTION @extschema@.pay_grant(role regrole)
+RETURNS void
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
+    EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.pay_ledger, @extschema@.pay_journal TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION '
+        '@extschema@.pay_open(text, text, numeric, text), '
+        '@extschema@.pay_claim(text, numeric, text), '
+        '@extschema@.pay_open_claim(text, text, numeric, text), '
+        '@extschema@.pay_begin(text, numeric, text), '
+        '@extschema@.pay_succeed(text, text, bigint, jsonb), '
+        '@extschema@.pay_fail(text, text, bigint), '
+        '@extschema@.pay_get(text), '
+        '@extschema@.pay_find(text, text), '
+        '@extschema@.pay_stuck(interval, integer), '
+        '@extschema@.pay_refund_open(text, text, numeric, text), '
+        '@extschema@.pay_refund_balance(text) '
+        'TO %s', role);
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_grant(regrole) IS
+'Give an application role what paying needs and no more: open, claim, begin, succeed, fail, get, find, stuck, refund_open, refund_balance; SELECT on ledger and journal (the bizNo functions are everyone''s)';
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_grant_operator(role regrole)
+RETURNS void
+AS $$
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA @extschema@ TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT SELECT ON @extschema@.pay_ledger, @extschema@.pay_journal, @extschema@.pay_stats, '
+        '@extschema@.pay_stats_transitions, @extschema@.pay_guards TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION '
+        '@extschema@.pay_reset(text, text), '
+        '@extschema@.pay_transition(text, @extschema@.pay_status, text), '
+        '@extschema@.pay_reconcile(regclass, boolean, timestamptz), '
+        '@extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz), '
+        '@extschema@.pay_confirm_second_charge(text, text), '
+        '@extschema@.pay_second_charges(), '
+        '@extschema@.pay_succeed(text, text, bigint, jsonb), '
+        '@extschema@.pay_fail(text, text, bigint), '
+        '@extschema@.pay_stats_reset(), '
+        '@extschema@.pay_stats_refresh(bigint), '
+        '@extschema@.pay_stats_read(), '
+        '@extschema@.pay_stats_transitions_read(), '
+        '@extschema@.pay_verify(), '
+        '@extschema@.pay_archive(timestamptz, integer), '
+        '@extschema@.pay_archive_verify(), '
+        '@extschema@.pay_get(text), '
+        '@extschema@.pay_find(text, text), '
+        '@extschema@.pay_stuck(interval, integer), '
+        '@extschema@.pay_refund_open(text, text, numeric, text), '
+        '@extschema@.pay_refund_balance(text) '
+        'TO %s', role);
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
+'Give a finance or operations role what repairing, reconciling, archiving and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_second_charges, pay_archive, pay_archive_verify, pay_stats, pay_stats_transitions, pay_stats_refresh, pay_verify, pay_guards, and what reconciling settles and refunds with';
+
+-- A payment the reconciler settles as SUCCESS stores the response a retry
+-- replays: the statement's, or the bank's row.
+CREATE OR REPLACE FUNCTION @extschema@.pay_reconcile(statement regclass, settle boolean DEFAULT false,
+                                          since timestamptz DEFAULT NULL)
+RETURNS TABLE (kind text, bizno text, ledger_status @extschema@.pay_status, ledger_amount numeric,
+               bank_amount numeric, bank_rows integer, detail text)
+AS $$
+DECLARE
+    found record;
+    previous_note text;
+    reference text;
+    refund_status @extschema@.pay_status;
+    second_charges text[];
+    unrefunded boolean;
+    response_column text := 'NULL::pg_catalog.jsonb';
+BEGIN
+    IF statement IS NULL OR settle IS NULL THEN
+        RAISE EXCEPTION 'statement and settle must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF EXISTS (SELECT FROM pg_catalog.pg_attribute AS a
+               WHERE a.attrelid OPERATOR(pg_catalog.=) statement
+                 AND a.attname OPERATOR(pg_catalog.=) 'response'
+                 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped) THEN
+        response_column := 's.response::pg_catalog.jsonb';
+    END IF;
+
+    FOR found IN EXECUTE pg_catalog.format($query$
+        WITH bank AS MATERIALIZED (
+            SELECT pg_catalog.split_part(s.bizno::pg_catalog.text, '/', 1) AS bizno,
+                   pg_catalog.count(*)::integer AS bank_rows,
+                   pg_catalog.count(*) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS successes,
+                   pg_catalog.count(*) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'FAILED') AS failures,
+                   pg_catalog.sum(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS charged,
+                   pg_catalog.min(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS least_amount,
+                   pg_catalog.max(s.amount) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS greatest_amount,
+                   pg_catalog.min(s.currency) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS least_currency,
+                   pg_catalog.max(s.currency) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS greatest_currency,
+                   pg_catalog.min(s.channel_ref) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS channel_ref,
+                   pg_catalog.array_agg(DISTINCT s.channel_ref::pg_catalog.text) FILTER (
+                       WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS' AND s.channel_ref IS NOT NULL) AS channel_refs,
+                   pg_catalog.max(a.attempt) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS success_attempt,
+                   pg_catalog.max(a.attempt) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'FAILED') AS failure_attempt,
+                   -- the response of the success whose reference is settled (the least)
+                   (pg_catalog.array_agg(COALESCE(%s, pg_catalog.jsonb_build_object(
+                        'bizno', s.bizno, 'amount', s.amount, 'currency', s.currency,
+                        'status', s.status, 'channel_ref', s.channel_ref))
+                        ORDER BY s.channel_ref NULLS LAST) FILTER (
+                        WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS'))[1] AS bank_response
+            FROM %s AS s,
+                 LATERAL (SELECT CASE WHEN pg_catalog.split_part(s.bizno::pg_catalog.text, '/', 2)
+                                           OPERATOR(pg_catalog.~) '^[0-9]{1,9}$'
+                                      THEN pg_catalog.split_part(s.bizno::pg_catalog.text, '/', 2)::pg_catalog.int4
+                                 END AS attempt) AS a
+            GROUP BY 1
+        ), joined AS MATERIALIZED (
+            SELECT COALESCE(l.bizno, b.bizno) AS bizno, l.status, l.amount, l.currency, l.updated_at,
+                   COALESCE(b.bank_rows, 0) AS bank_rows, COALESCE(b.successes, 0) AS successes,
+                   COALESCE(b.failures, 0) AS failures, b.charged, b.least_amount, b.greatest_amount,
+                   b.least_currency, b.greatest_currency, b.channel_ref, b.channel_refs,
+                   l.channel_ref AS ledger_channel_ref, l.parent, l.attempt AS ledger_attempt,
+                   b.success_attempt, b.failure_attempt, b.bank_response
+            FROM @extschema@.pay_ledger AS l
+            FULL JOIN bank AS b ON b.bizno OPERATOR(pg_catalog.=) l.bizno
+        )
+        SELECT 'MISSING_IN_BANK' AS kind, j.*, 'the ledger says SUCCESS, the bank has no successful charge' AS detail
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.=) 0
+          AND ($1 IS NULL OR j.updated_at OPERATOR(pg_catalog.>=) $1)
+        UNION ALL
+        SELECT 'MISSING_IN_LEDGER', j.*,
+               CASE WHEN j.status IS NULL THEN 'the bank charged, the ledger has no such payment'
+                    ELSE 'the bank charged, the ledger says ' OPERATOR(pg_catalog.||) j.status END
+        FROM joined AS j
+        WHERE j.successes OPERATOR(pg_catalog.>) 0
+          AND (j.status IS NULL OR j.status OPERATOR(pg_catalog.=) 'INIT')
+        UNION ALL
+        SELECT 'DUPLICATE_CHARGE', j.*, pg_catalog.format('the bank charged %%s times', j.successes)
+        FROM joined AS j
+        WHERE j.successes OPERATOR(pg_catalog.>) 1
+        UNION ALL
+        SELECT 'AMOUNT_MISMATCH', j.*,
+               pg_catalog.format('the ledger says %%s, the bank charged %%s', j.amount, j.least_amount)
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.>) 0
+          AND (j.least_amount OPERATOR(pg_catalog.<>) j.amount OR j.greatest_amount OPERATOR(pg_catalog.<>) j.amount)
+        UNION ALL
+        SELECT 'CURRENCY_MISMATCH', j.*,
+               pg_catalog.format('the ledger says %%s, the bank charged in %%s', j.currency, j.least_currency)
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'SUCCESS' AND j.successes OPERATOR(pg_catalog.>) 0
+          AND j.currency IS NOT NULL
+          AND (j.least_currency OPERATOR(pg_catalog.<>) j.currency OR j.greatest_currency OPERATOR(pg_catalog.<>) j.currency)
+        UNION ALL
+        SELECT 'STATUS_MISMATCH', j.*, 'the ledger says FAILED, the bank charged'
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'FAILED' AND j.successes OPERATOR(pg_catalog.>) 0
+        UNION ALL
+        SELECT 'UNRESOLVED_PROCESSING', j.*,
+               CASE WHEN j.successes OPERATOR(pg_catalog.>) 0 THEN 'the bank reports SUCCESS'
+                    ELSE 'the bank reports FAILED' END
+        FROM joined AS j
+        WHERE j.status OPERATOR(pg_catalog.=) 'PROCESSING'
+          AND (j.successes OPERATOR(pg_catalog.>) 0 OR j.failures OPERATOR(pg_catalog.>) 0)
+        ORDER BY 1, 2
+    $query$, response_column, statement) USING since
+    LOOP
+        kind := found.kind;
+        bizno := found.bizno;
+        ledger_status := found.status;
+        ledger_amount := found.amount;
+        bank_amount := found.charged;
+        bank_rows := found.bank_rows;
+        detail := found.detail;
+
+        IF settle AND found.kind OPERATOR(pg_catalog.=) 'UNRESOLVED_PROCESSING' THEN
+            -- NULL until the library is loaded (by the first settling below)
+            previous_note := pg_catalog.current_setting('idempotent_pay.journal_note', true);
+            PERFORM pg_catalog.set_config('idempotent_pay.journal_note', 'settled by reconciliation', true);
+            BEGIN
+                -- under the attempt the bank's reference names, else the current one
+                IF found.successes OPERATOR(pg_catalog.>) 0 THEN
+                    PERFORM @extschema@.pay_succeed(found.bizno, found.channel_ref,
+                        COALESCE(found.success_attempt, found.ledger_attempt), found.bank_response);
+                    ledger_status := 'SUCCESS';
+                ELSE
+                    ledger_status := @extschema@.pay_fail(found.bizno,
+                        'settled by reconciliation: the bank reports FAILED',
+                        COALESCE(found.failure_attempt, found.ledger_attempt));
+                END IF;
+                detail := detail OPERATOR(pg_catalog.||) ': settled as ' OPERATOR(pg_catalog.||) ledger_status;
+            EXCEPTION WHEN OTHERS THEN
+                detail := detail OPERATOR(pg_catalog.||) ': not settled, ' OPERATOR(pg_catalog.||) SQLERRM;
+            END;
+            PERFORM pg_catalog.set_config('idempotent_pay.journal_note', previous_note, true);
+        END IF;
+
+        -- A duplicate charge: each charge under another reference than the
+        -- ledger's is listed with its refund; settling journals it once as
+        -- a second charge confirmed by the statement, which the refund limit
+        -- then counts as captured.  The
+        -- refund is keyed by that reference.
+        IF found.kind OPERATOR(pg_catalog.=) 'DUPLICATE_CHARGE'
+           AND found.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+            IF found.ledger_channel_ref IS NULL THEN
+                detail := detail OPERATOR(pg_catalog.||)
+                    ': the ledger has no channel_ref to tell the first charge from the others';
+            ELSE
+                second_charges := '{}';
+                unrefunded := false;
+                BEGIN
+                    FOREACH reference IN ARRAY found.channel_refs LOOP
+                        CONTINUE WHEN reference OPERATOR(pg_catalog.=) found.ledger_channel_ref;
+                        IF settle THEN
+                            PERFORM @extschema@.pay_confirm_second_charge(found.bizno, reference);
+                        END IF;
+                        refund_status := (SELECT r.status FROM @extschema@.pay_ledger AS r
+                                          WHERE r.parent OPERATOR(pg_catalog.=) found.bizno
+                                            AND r.refund_key OPERATOR(pg_catalog.=) reference);
+                        unrefunded := unrefunded OR refund_status IS DISTINCT FROM 'SUCCESS';
+                        second_charges := second_charges OPERATOR(pg_catalog.||) pg_catalog.format('%s (%s)',
+                            reference, COALESCE('refund ' OPERATOR(pg_catalog.||) refund_status, 'not refunded'));
+                    END LOOP;
+                    detail := pg_catalog.format('%s: %s %s', detail,
+                        CASE WHEN settle THEN 'second charges journaled:' ELSE 'second charges:' END,
+                        pg_catalog.array_to_string(second_charges, ', '));
+                    IF unrefunded THEN
+                        detail := pg_catalog.format('%s; refund each with pay_refund_open(%L, <its reference>, %s)',
+                                                    detail, found.bizno, found.amount);
+                    END IF;
+                EXCEPTION WHEN OTHERS THEN
+                    detail := detail OPERATOR(pg_catalog.||) ': not settled, ' OPERATOR(pg_catalog.||) SQLERRM;
+                END;
+            END IF;
+        END IF;
+
+        IF found.parent IS NOT NULL THEN
+            detail := pg_catalog.format('refund of %s: %s', found.parent, detail);
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_reconcile(regclass, boolean, timestamptz) IS
+'Compare the ledger with a bank statement (bizno, amount, currency, status, channel_ref, optionally response), refunds included; settle => true settles PROCESSING payments and refunds the bank has answered, storing the response a retry replays, and journals the second charges of a DUPLICATE_CHARGE';
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_reconcile_rows(statement jsonb, settle boolean DEFAULT false,
+                                               since timestamptz DEFAULT NULL)
+RETURNS TABLE (kind text, bizno text, ledger_status @extschema@.pay_status, ledger_amount numeric,
+               bank_amount numeric, bank_rows integer, detail text)
+AS $$
+BEGIN
+    IF statement IS NULL OR settle IS NULL THEN
+        RAISE EXCEPTION 'statement and settle must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF pg_catalog.jsonb_typeof(statement) OPERATOR(pg_catalog.<>) 'array' THEN
+        RAISE EXCEPTION 'a statement is a JSON array of rows, not a JSON %', pg_catalog.jsonb_typeof(statement)
+            USING ERRCODE = '22023',
+                  HINT = 'Pass [{"bizno": ..., "amount": ..., "currency": ..., "status": ..., "channel_ref": ...}, ...].';
+    END IF;
+    -- a second call in one transaction finds the first one's table
+    IF pg_catalog.to_regclass('pg_temp.pay_statement_rows') IS NOT NULL THEN
+        DROP TABLE pg_temp.pay_statement_rows;
+    END IF;
+    CREATE TEMPORARY TABLE pay_statement_rows ON COMMIT DROP AS
+        SELECT s.bizno, s.amount, s.currency, s.status, s.channel_ref, s.response
+        FROM pg_catalog.jsonb_to_recordset(statement)
+             AS s(bizno text, amount numeric, currency text, status text, channel_ref text, response jsonb);
+    -- looked up when run: the table is new on every call
+    RETURN QUERY SELECT * FROM @extschema@.pay_reconcile(
+        pg_catalog.to_regclass('pg_temp.pay_statement_rows'), settle, since);
+    DROP TABLE pg_temp.pay_statement_rows;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz) IS
+'pay_reconcile of a statement given as a JSON array of rows (bizno, amount, currency, status, channel_ref, optionally response): what idempotent_pay_proxy sends each partition';
+
+
+-- pay_protect quotes a row's status as the C code quotes input: at most 128
+-- characters.
+CREATE OR REPLACE FUNCTION @extschema@.pay_protect(tbl regclass, status_column name DEFAULT 'status',
+                                        frozen_columns name[] DEFAULT '{}')
+RETURNS void
+AS $$
+DECLARE
+    status_type regtype;
+    column_name name;
+    offending text;
+    offending_found boolean;
+BEGIN
+    IF tbl IS NULL OR status_column IS NULL OR frozen_columns IS NULL THEN
+        RAISE EXCEPTION 'tbl, status_column and frozen_columns must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF (SELECT c.relkind FROM pg_catalog.pg_class AS c WHERE c.oid OPERATOR(pg_catalog.=) tbl)
+       OPERATOR(pg_catalog.<>) ALL (ARRAY['r', 'p']::"char"[]) THEN
+        RAISE EXCEPTION '% is not a table', tbl USING ERRCODE = '42809';
+    END IF;
+
+    -- No row may change between the check of its label and the guard.
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+
+    FOREACH column_name IN ARRAY pg_catalog.array_prepend(status_column, frozen_columns) LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_attribute AS a
+                       WHERE a.attrelid OPERATOR(pg_catalog.=) tbl
+                         AND a.attname OPERATOR(pg_catalog.=) column_name
+                         AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped) THEN
+            RAISE EXCEPTION 'column "%" of relation % does not exist', column_name, tbl
+                USING ERRCODE = '42703';
+        END IF;
+    END LOOP;
+
+    SELECT a.atttypid::regtype INTO status_type
+    FROM pg_catalog.pg_attribute AS a
+    WHERE a.attrelid OPERATOR(pg_catalog.=) tbl AND a.attname OPERATOR(pg_catalog.=) status_column;
+    IF status_type OPERATOR(pg_catalog.<>) ALL (ARRAY['@extschema@.pay_status', 'pg_catalog.text',
+                                                      'pg_catalog.varchar']::regtype[]) THEN
+        RAISE EXCEPTION 'status column "%" of relation % is of type %', status_column, tbl, status_type
+            USING ERRCODE = '42804',
+                  HINT = 'A guarded status column is of type pay_status, text or varchar.';
+    END IF;
+
+    EXECUTE pg_catalog.format(
+        'SELECT %1$I::pg_catalog.text, true FROM %2$s '
+        'WHERE %1$I IS NULL OR %1$I::pg_catalog.text OPERATOR(pg_catalog.<>) ALL '
+        '(ARRAY[''INIT'', ''PROCESSING'', ''SUCCESS'', ''FAILED'']) LIMIT 1',
+        status_column, tbl)
+    INTO offending, offending_found;
+    IF offending_found THEN
+        -- quoted as the C code quotes input: at most 128 characters
+        RAISE EXCEPTION 'invalid payment status % in column "%" of relation %',
+            coalesce(pg_catalog.quote_literal(pg_catalog.left(offending, 128))
+                     OPERATOR(pg_catalog.||) CASE WHEN pg_catalog.length(offending) OPERATOR(pg_catalog.>) 128
+                                                  THEN pg_catalog.format('... (%s bytes)', pg_catalog.octet_length(offending))
+                                                  ELSE '' END,
+                     'NULL'), status_column, tbl
+            USING ERRCODE = '22P02',
+                  HINT = 'A payment status is INIT, PROCESSING, SUCCESS or FAILED; fix the rows, then protect the table.';
+    END IF;
+
+    -- Protecting again replaces the guard, e.g. with other frozen columns.
+    PERFORM @extschema@.pay_unprotect(tbl);
+    EXECUTE pg_catalog.format(
+        'CREATE TRIGGER pay_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
+        'FOR EACH ROW EXECUTE FUNCTION @extschema@.pay_guard(%s)',
+        tbl, (SELECT pg_catalog.string_agg(pg_catalog.quote_literal(c), ', ')
+              FROM pg_catalog.unnest(pg_catalog.array_prepend(status_column, frozen_columns)) AS c));
+    EXECUTE pg_catalog.format(
+        'CREATE TRIGGER pay_guard_truncate BEFORE TRUNCATE ON %s '
+        'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.pay_guard(%L)', tbl, status_column);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER pay_guard', tbl);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER pay_guard_truncate', tbl);
+
+    IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_class AS c
+            JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) c.relowner
+            WHERE c.oid OPERATOR(pg_catalog.=) tbl) THEN
+        RAISE WARNING 'the owner of % can disable its guard', tbl
+            USING DETAIL = 'A table owner may ALTER TABLE ... DISABLE TRIGGER.',
+                  HINT = 'Let a role the application does not use own the table.';
+    END IF;
+END
+$$
+LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_protect(regclass, name, name[]) IS
+'Guard an existing table with the payment state machine: transitions, frozen columns, protected rows';
+
 
 -- pay_get and pay_find: no row reads as "not paid" (src/api_lookup.c).
 -- 1.3's read the ledger alone, and gave no row for an archived payment and

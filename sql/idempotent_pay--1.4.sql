@@ -458,10 +458,11 @@ COMMENT ON FUNCTION @extschema@.pay_guard() IS
 -- The ledger's own triggers (src/trigger_bookkeeping.c and
 -- src/trigger_journal.c).  Bookkeeping fills the derived columns and holds
 -- every write to 1.3's rules for a payment's values (a known currency, an
--- amount in its minor units, bounded texts) and to the rules of refunds.
+-- amount in its minor units, bounded texts), to 1.4's bound of an amount
+-- (idempotent_pay.max_amount) and to the rules of refunds.
 CREATE FUNCTION @extschema@.pay_ledger_bookkeeping()
 RETURNS trigger
-AS 'MODULE_PATHNAME', 'pay_ledger_bookkeeping_1_3'
+AS 'MODULE_PATHNAME', 'pay_ledger_bookkeeping_1_4'
 LANGUAGE C;
 
 COMMENT ON FUNCTION @extschema@.pay_ledger_bookkeeping() IS
@@ -822,7 +823,7 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE ROWS 170;
 
 CREATE FUNCTION @extschema@.pay_open(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL)
 RETURNS text
-AS 'MODULE_PATHNAME', 'pay_open_1_3'
+AS 'MODULE_PATHNAME', 'pay_open_1_4'
 LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_open(text, text, numeric, text) IS
@@ -856,22 +857,25 @@ COMMENT ON FUNCTION @extschema@.pay_begin(text, numeric, text) IS
 'Decide a charge: PROCEED (now PROCESSING), ALREADY_SUCCEEDED, IN_PROGRESS (never charge again) or NEEDS_RESET';
 
 -- The settlements, each under the attempt the claim returned: an answer for
--- an earlier attempt never settles a later one.
-CREATE FUNCTION @extschema@.pay_succeed(bizno text, channel_ref text DEFAULT NULL, attempt integer DEFAULT NULL,
+-- an earlier attempt never settles a later one.  The attempt is declared
+-- bigint so that a smallint, an integer and a bigint all resolve to the one
+-- function (as would a NULL or a quoted literal, which overloads make
+-- ambiguous); beyond an integer's range it is 22003.
+CREATE FUNCTION @extschema@.pay_succeed(bizno text, channel_ref text DEFAULT NULL, attempt bigint DEFAULT NULL,
                                         response jsonb DEFAULT NULL)
 RETURNS @extschema@.pay_settlement
-AS 'MODULE_PATHNAME', 'pay_succeed_1_3'
+AS 'MODULE_PATHNAME', 'pay_succeed_1_4'
 LANGUAGE C VOLATILE SECURITY DEFINER;
 
-COMMENT ON FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb) IS
+COMMENT ON FUNCTION @extschema@.pay_succeed(text, text, bigint, jsonb) IS
 'PROCESSING -> SUCCESS under the attempt pay_claim returned, with the bank''s reference (both required), storing the response every later claim replays; on SUCCESS a no-op, or SECOND_CHARGE when it brings another reference';
 
-CREATE FUNCTION @extschema@.pay_fail(bizno text, reason text DEFAULT NULL, attempt integer DEFAULT NULL)
+CREATE FUNCTION @extschema@.pay_fail(bizno text, reason text DEFAULT NULL, attempt bigint DEFAULT NULL)
 RETURNS @extschema@.pay_status
-AS 'MODULE_PATHNAME', 'pay_fail_1_3'
+AS 'MODULE_PATHNAME', 'pay_fail_1_4'
 LANGUAGE C VOLATILE SECURITY DEFINER;
 
-COMMENT ON FUNCTION @extschema@.pay_fail(text, text, integer) IS
+COMMENT ON FUNCTION @extschema@.pay_fail(text, text, bigint) IS
 'PROCESSING -> FAILED under the attempt pay_claim returned (required); a no-op on FAILED';
 
 -- Reading a payment (src/api_lookup.c): the ledger's row, else, when the
@@ -1689,7 +1693,11 @@ COMMENT ON FUNCTION @extschema@.pay_verify() IS
 -- settling then happens under that attempt, so a late statement of an
 -- earlier attempt is refused rather than applied to a later one.  With
 -- settle => true it also settles the PROCESSING payments and refunds the
--- bank has answered, and confirms a duplicate charge's second charges.
+-- bank has answered, and confirms a duplicate charge's second charges.  A
+-- payment it settles as SUCCESS stores a response for every later claim to
+-- replay, as pay_succeed does: the statement row's response, when the
+-- statement has that column and the row a value, else the bank's row itself
+-- ({"bizno", "amount", "currency", "status", "channel_ref"}).
 CREATE FUNCTION @extschema@.pay_reconcile(statement regclass, settle boolean DEFAULT false,
                                           since timestamptz DEFAULT NULL)
 RETURNS TABLE (kind text, bizno text, ledger_status @extschema@.pay_status, ledger_amount numeric,
@@ -1702,9 +1710,16 @@ DECLARE
     refund_status @extschema@.pay_status;
     second_charges text[];
     unrefunded boolean;
+    response_column text := 'NULL::pg_catalog.jsonb';
 BEGIN
     IF statement IS NULL OR settle IS NULL THEN
         RAISE EXCEPTION 'statement and settle must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF EXISTS (SELECT FROM pg_catalog.pg_attribute AS a
+               WHERE a.attrelid OPERATOR(pg_catalog.=) statement
+                 AND a.attname OPERATOR(pg_catalog.=) 'response'
+                 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped) THEN
+        response_column := 's.response::pg_catalog.jsonb';
     END IF;
 
     FOR found IN EXECUTE pg_catalog.format($query$
@@ -1722,7 +1737,13 @@ BEGIN
                    pg_catalog.array_agg(DISTINCT s.channel_ref::pg_catalog.text) FILTER (
                        WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS' AND s.channel_ref IS NOT NULL) AS channel_refs,
                    pg_catalog.max(a.attempt) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS') AS success_attempt,
-                   pg_catalog.max(a.attempt) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'FAILED') AS failure_attempt
+                   pg_catalog.max(a.attempt) FILTER (WHERE s.status OPERATOR(pg_catalog.=) 'FAILED') AS failure_attempt,
+                   -- the response of the success whose reference is settled (the least)
+                   (pg_catalog.array_agg(COALESCE(%s, pg_catalog.jsonb_build_object(
+                        'bizno', s.bizno, 'amount', s.amount, 'currency', s.currency,
+                        'status', s.status, 'channel_ref', s.channel_ref))
+                        ORDER BY s.channel_ref NULLS LAST) FILTER (
+                        WHERE s.status OPERATOR(pg_catalog.=) 'SUCCESS'))[1] AS bank_response
             FROM %s AS s,
                  LATERAL (SELECT CASE WHEN pg_catalog.split_part(s.bizno::pg_catalog.text, '/', 2)
                                            OPERATOR(pg_catalog.~) '^[0-9]{1,9}$'
@@ -1735,7 +1756,7 @@ BEGIN
                    COALESCE(b.failures, 0) AS failures, b.charged, b.least_amount, b.greatest_amount,
                    b.least_currency, b.greatest_currency, b.channel_ref, b.channel_refs,
                    l.channel_ref AS ledger_channel_ref, l.parent, l.attempt AS ledger_attempt,
-                   b.success_attempt, b.failure_attempt
+                   b.success_attempt, b.failure_attempt, b.bank_response
             FROM @extschema@.pay_ledger AS l
             FULL JOIN bank AS b ON b.bizno OPERATOR(pg_catalog.=) l.bizno
         )
@@ -1779,7 +1800,7 @@ BEGIN
         WHERE j.status OPERATOR(pg_catalog.=) 'PROCESSING'
           AND (j.successes OPERATOR(pg_catalog.>) 0 OR j.failures OPERATOR(pg_catalog.>) 0)
         ORDER BY 1, 2
-    $query$, statement) USING since
+    $query$, response_column, statement) USING since
     LOOP
         kind := found.kind;
         bizno := found.bizno;
@@ -1797,7 +1818,7 @@ BEGIN
                 -- under the attempt the bank's reference names, else the current one
                 IF found.successes OPERATOR(pg_catalog.>) 0 THEN
                     PERFORM @extschema@.pay_succeed(found.bizno, found.channel_ref,
-                        COALESCE(found.success_attempt, found.ledger_attempt));
+                        COALESCE(found.success_attempt, found.ledger_attempt), found.bank_response);
                     ledger_status := 'SUCCESS';
                 ELSE
                     ledger_status := @extschema@.pay_fail(found.bizno,
@@ -1860,10 +1881,11 @@ $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_reconcile(regclass, boolean, timestamptz) IS
-'Compare the ledger with a bank statement (bizno, amount, currency, status, channel_ref), refunds included; settle => true settles PROCESSING payments and refunds the bank has answered and journals the second charges of a DUPLICATE_CHARGE';
+'Compare the ledger with a bank statement (bizno, amount, currency, status, channel_ref, optionally response), refunds included; settle => true settles PROCESSING payments and refunds the bank has answered, storing the response a retry replays, and journals the second charges of a DUPLICATE_CHARGE';
 
 -- The same, of a statement given as rows: a JSON array of objects with
--- bizno, amount, currency, status and channel_ref.  idempotent_pay_proxy
+-- bizno, amount, currency, status and channel_ref, and optionally the
+-- response to store for a success.  idempotent_pay_proxy
 -- sends each partition its share of a statement loaded in the proxy's
 -- database, which no partition can read; the rows go into a temporary table
 -- that pay_reconcile then reads.
@@ -1886,9 +1908,9 @@ BEGIN
         DROP TABLE pg_temp.pay_statement_rows;
     END IF;
     CREATE TEMPORARY TABLE pay_statement_rows ON COMMIT DROP AS
-        SELECT s.bizno, s.amount, s.currency, s.status, s.channel_ref
+        SELECT s.bizno, s.amount, s.currency, s.status, s.channel_ref, s.response
         FROM pg_catalog.jsonb_to_recordset(statement)
-             AS s(bizno text, amount numeric, currency text, status text, channel_ref text);
+             AS s(bizno text, amount numeric, currency text, status text, channel_ref text, response jsonb);
     -- looked up when run: the table is new on every call
     RETURN QUERY SELECT * FROM @extschema@.pay_reconcile(
         pg_catalog.to_regclass('pg_temp.pay_statement_rows'), settle, since);
@@ -1898,7 +1920,7 @@ $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz) IS
-'pay_reconcile of a statement given as a JSON array of rows (bizno, amount, currency, status, channel_ref): what idempotent_pay_proxy sends each partition';
+'pay_reconcile of a statement given as a JSON array of rows (bizno, amount, currency, status, channel_ref, optionally response): what idempotent_pay_proxy sends each partition';
 
 -- Stats (src/stats.c): the setting idempotent_pay.stuck_after and the
 -- counters of duplicate answers, kept in shared memory when the library is
@@ -2538,8 +2560,13 @@ BEGIN
         status_column, tbl)
     INTO offending, offending_found;
     IF offending_found THEN
+        -- quoted as the C code quotes input: at most 128 characters
         RAISE EXCEPTION 'invalid payment status % in column "%" of relation %',
-            coalesce(pg_catalog.quote_literal(offending), 'NULL'), status_column, tbl
+            coalesce(pg_catalog.quote_literal(pg_catalog.left(offending, 128))
+                     OPERATOR(pg_catalog.||) CASE WHEN pg_catalog.length(offending) OPERATOR(pg_catalog.>) 128
+                                                  THEN pg_catalog.format('... (%s bytes)', pg_catalog.octet_length(offending))
+                                                  ELSE '' END,
+                     'NULL'), status_column, tbl
             USING ERRCODE = '22P02',
                   HINT = 'A payment status is INIT, PROCESSING, SUCCESS or FAILED; fix the rows, then protect the table.';
     END IF;
@@ -2680,8 +2707,8 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_claim(text, numeric, text),
     @extschema@.pay_open_claim(text, text, numeric, text),
     @extschema@.pay_begin(text, numeric, text),
-    @extschema@.pay_succeed(text, text, integer, jsonb),
-    @extschema@.pay_fail(text, text, integer),
+    @extschema@.pay_succeed(text, text, bigint, jsonb),
+    @extschema@.pay_fail(text, text, bigint),
     @extschema@.pay_get(text),
     @extschema@.pay_find(text, text),
     @extschema@.pay_stuck(interval, integer),
@@ -2737,8 +2764,8 @@ BEGIN
         '@extschema@.pay_claim(text, numeric, text), '
         '@extschema@.pay_open_claim(text, text, numeric, text), '
         '@extschema@.pay_begin(text, numeric, text), '
-        '@extschema@.pay_succeed(text, text, integer, jsonb), '
-        '@extschema@.pay_fail(text, text, integer), '
+        '@extschema@.pay_succeed(text, text, bigint, jsonb), '
+        '@extschema@.pay_fail(text, text, bigint), '
         '@extschema@.pay_get(text), '
         '@extschema@.pay_find(text, text), '
         '@extschema@.pay_stuck(interval, integer), '
@@ -2771,8 +2798,8 @@ BEGIN
         '@extschema@.pay_reconcile_rows(jsonb, boolean, timestamptz), '
         '@extschema@.pay_confirm_second_charge(text, text), '
         '@extschema@.pay_second_charges(), '
-        '@extschema@.pay_succeed(text, text, integer, jsonb), '
-        '@extschema@.pay_fail(text, text, integer), '
+        '@extschema@.pay_succeed(text, text, bigint, jsonb), '
+        '@extschema@.pay_fail(text, text, bigint), '
         '@extschema@.pay_stats_reset(), '
         '@extschema@.pay_stats_refresh(bigint), '
         '@extschema@.pay_stats_read(), '

@@ -16,8 +16,10 @@ SELECT pay_reset('B-MANUAL', 'customer asked to retry');
 SELECT pay_begin('B-MANUAL') AS after_reset, standing('B-MANUAL');
 RESET idempotent_pay.retry_failed;
 
--- Amounts: a different amount is refused while PROCESSING or SUCCESS and
--- replaced (and journaled) while INIT or FAILED.
+-- Amounts: a different amount is refused while PROCESSING or SUCCESS and,
+-- where the operator allows it (1.3's rule; 1.4 refuses it by default: see
+-- params), replaced and journaled while INIT or FAILED.
+SET idempotent_pay.parameter_change = allow;
 SELECT pay_begin('B-AMOUNT', 10, 'USD');
 SELECT pay_begin('B-AMOUNT', 10.00, 'USD') AS same_amount;
 SELECT pay_begin('B-AMOUNT', 11, 'USD');
@@ -57,6 +59,7 @@ SELECT outcome($$SELECT pay_begin(pay_bizno('PAY', 'ORD-7'), 1, 'EUR')$$) AS sec
        error_message($$SELECT pay_begin(pay_bizno('PAY', 'ORD-7'), 1, 'EUR')$$)
            = 'business action PAY ORD-7 already has bizNo ' || pay_open('PAY', 'ORD-7', 35, 'CNY') AS names_first;
 SELECT count(*) AS rows_for_ord_7 FROM pay_ledger WHERE biz_id = 'ORD-7';
+RESET idempotent_pay.parameter_change;
 
 -- pay_get: the row, its columns as columns; no row for an unknown bizNo.
 SELECT bizno, status, attempt FROM pay_get('B-SUCCESS');

@@ -222,7 +222,7 @@ SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
 -- A role granted before the update may still call every API function
 -- (pay_get was made anew), and reads no row for an unknown bizNo.
 SELECT has_function_privilege('regress_upgrade_app', 'pay_get(text)', 'EXECUTE') AS get_still_granted,
-       has_function_privilege('regress_upgrade_app', 'pay_succeed(text, text, integer, jsonb)', 'EXECUTE')
+       has_function_privilege('regress_upgrade_app', 'pay_succeed(text, text, bigint, jsonb)', 'EXECUTE')
            AND has_function_privilege('regress_upgrade_app', 'pay_claim(text, numeric, text)', 'EXECUTE')
            AS succeed_and_claim_granted,
        has_function_privilege('regress_upgrade_app', 'pay_refund_open(text, text, numeric, text)', 'EXECUTE')
@@ -329,7 +329,7 @@ SELECT pay_confirm_second_charge('UP-5', 'BANK-5b');
 SELECT captured FROM pay_refund_balance('UP-5');
 -- The 1.2 application role lost the repairs and gained pay_find.
 SELECT f.function, has_function_privilege('regress_upgrade_app', f.function, 'EXECUTE') AS may
-FROM (VALUES ('pay_claim(text,numeric,text)'), ('pay_succeed(text,text,integer,jsonb)'), ('pay_find(text,text)'),
+FROM (VALUES ('pay_claim(text,numeric,text)'), ('pay_succeed(text,text,bigint,jsonb)'), ('pay_find(text,text)'),
              ('pay_reset(text,text)'), ('pay_transition(text,pay_status,text)')) AS f(function)
 ORDER BY 1;
 SELECT * FROM pay_verify();

@@ -20,6 +20,10 @@
  * is the response stored for replay (54000), so that no caller can make
  * every later read of the payment carry megabytes.
  *
+ * Since 1.4 an amount is at most idempotent_pay.max_amount (22003), through
+ * the API and the bookkeeping trigger: numeric holds 131072 digits before
+ * the point, and no payment needs more than a bigint of minor units.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -33,6 +37,7 @@
 #include "amount.h"
 #include "compat.h"
 #include "currency.h"
+#include "reason.h"
 #include "settings.h"
 
 PG_FUNCTION_INFO_V1(pay_amount_valid);
@@ -76,11 +81,42 @@ PayCheckAmount(Numeric amount)
 	if (!PayAmountIsValid(amount))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid payment amount %s",
-						DatumGetCString(DirectFunctionCall1(numeric_out,
-															NumericGetDatum(amount)))),
+				 errmsg("invalid payment amount %s", PayQuoteNumeric(NumericGetDatum(amount))),
 				 errdetail("An amount is a finite number greater than 0."),
 				 errhint("Fix the caller: pass the amount to charge, as numeric (never a float).")));
+}
+
+/*
+ * Raise 22003 when amount is more than idempotent_pay.max_amount.  The
+ * bound is kept as a numeric, made again only when the setting changes.
+ */
+void
+PayCheckAmountBound(Numeric amount)
+{
+	static Numeric bound = NULL;
+	static int64 bound_value = 0;
+
+	if (bound == NULL || bound_value != pay_max_amount)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		if (bound != NULL)
+			pfree(bound);
+		bound = int64_to_numeric(pay_max_amount);
+		bound_value = pay_max_amount;
+		MemoryContextSwitchTo(old);
+	}
+	if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(amount),
+										  NumericGetDatum(bound))) <= 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("amount %s is more than idempotent_pay.max_amount (" INT64_FORMAT ")",
+					PayQuoteNumeric(NumericGetDatum(amount)), pay_max_amount),
+			 errdetail("An amount is at most idempotent_pay.max_amount units of its currency."),
+			 errhint("Fix the caller: pass the amount in the currency's units (10.50 for 10.50 EUR). "
+					 "An operator may raise idempotent_pay.max_amount, up to " INT64_FORMAT ".",
+					 PAY_MAX_AMOUNT_LIMIT)));
 }
 
 /* Raise 22023 unless currency is an ISO 4217 code. */
@@ -90,7 +126,7 @@ PayCheckCurrency(text *currency)
 	if (!PayCurrencyIsValid(currency))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid currency \"%s\"", text_to_cstring(currency)),
+				 errmsg("invalid currency \"%s\"", PayQuoteText(currency)),
 				 errdetail("A currency is an ISO 4217 code: three upper-case letters."),
 				 errhint("Fix the caller: pass a code such as EUR, USD or CNY.")));
 }
@@ -102,7 +138,7 @@ PayCheckCurrencyKnown(text *currency)
 	if (PayCurrencyMinorUnits(VARDATA_ANY(currency), VARSIZE_ANY_EXHDR(currency)) < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown currency \"%s\"", text_to_cstring(currency)),
+				 errmsg("unknown currency \"%s\"", PayQuoteText(currency)),
 				 errdetail("A payment is in one of ISO 4217's active currencies, as pay_currencies lists them."),
 				 errhint("Fix the caller: pass the ISO 4217 code of the currency to charge, such as EUR, USD or JPY.")));
 }
@@ -123,9 +159,8 @@ PayCheckAmountFits(Numeric amount, text *currency)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("amount %s has more decimals than %s has",
-					DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(amount))),
-					text_to_cstring(currency)),
-			 errdetail("%s has %d minor unit%s.", text_to_cstring(currency), minor_units,
+					PayQuoteNumeric(NumericGetDatum(amount)), PayQuoteText(currency)),
+			 errdetail("%s has %d minor unit%s.", PayQuoteText(currency), minor_units,
 					   minor_units == 1 ? "" : "s"),
 			 errhint("Fix the caller: pass the amount in whole minor units of the currency.")));
 }

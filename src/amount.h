@@ -15,6 +15,7 @@
 extern bool PayAmountIsValid(Numeric amount);
 extern bool PayCurrencyIsValid(text *currency);
 extern void PayCheckAmount(Numeric amount);
+extern void PayCheckAmountBound(Numeric amount);
 extern void PayCheckCurrency(text *currency);
 extern void PayCheckCurrencyKnown(text *currency);
 extern void PayCheckAmountFits(Numeric amount, text *currency);

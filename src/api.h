@@ -2,7 +2,7 @@
  *
  * api.h
  *	  The payment API's SQL entry points (api_claim.c, api_settle.c,
- *	  api_refund.c, api_lookup.c), and the versions of its rules.
+ *	  api_refund.c), and the versions of its rules.
  *
  *-------------------------------------------------------------------------
  */
@@ -46,11 +46,12 @@ extern Datum pay_fail_1_3(PG_FUNCTION_ARGS);
 extern Datum pay_reset_1_3(PG_FUNCTION_ARGS);
 extern Datum pay_transition_1_3(PG_FUNCTION_ARGS);
 extern Datum pay_refund_open_1_3(PG_FUNCTION_ARGS);
+extern Datum pay_open_1_4(PG_FUNCTION_ARGS);
 extern Datum pay_begin_1_4(PG_FUNCTION_ARGS);
 extern Datum pay_claim_1_4(PG_FUNCTION_ARGS);
 extern Datum pay_open_claim_1_4(PG_FUNCTION_ARGS);
+extern Datum pay_succeed_1_4(PG_FUNCTION_ARGS);
+extern Datum pay_fail_1_4(PG_FUNCTION_ARGS);
 extern Datum pay_confirm_second_charge(PG_FUNCTION_ARGS);
-extern Datum pay_get_1_4(PG_FUNCTION_ARGS);
-extern Datum pay_find_1_4(PG_FUNCTION_ARGS);
 
 #endif							/* PAY_API_H */

@@ -87,7 +87,8 @@ PayBoundedTextArgument(FunctionCallInfo fcinfo, int argno, const char *what,
 /*
  * Amount and currency arguments, each optional, held to amount.c's rule;
  * since 1.3 a currency is an active ISO 4217 code, in whose minor units the
- * amount is given.
+ * amount is given; since 1.4 an amount is at most
+ * idempotent_pay.max_amount.
  */
 PaymentAmount
 PayAmountArguments(FunctionCallInfo fcinfo, int amount_arg, int currency_arg, PayApi api)
@@ -97,6 +98,8 @@ PayAmountArguments(FunctionCallInfo fcinfo, int amount_arg, int currency_arg, Pa
 	if (!PG_ARGISNULL(amount_arg))
 	{
 		PayCheckAmount(PG_GETARG_NUMERIC(amount_arg));
+		if (api >= PAY_API_1_4)
+			PayCheckAmountBound(PG_GETARG_NUMERIC(amount_arg));
 		result.has_amount = true;
 		result.amount = PG_GETARG_DATUM(amount_arg);
 	}
@@ -149,8 +152,7 @@ const char *
 PayAmountText(bool amount_null, Datum amount, bool currency_null, Datum currency)
 {
 	return psprintf("%s %s",
-					amount_null ? "(none)" :
-					DatumGetCString(DirectFunctionCall1(numeric_out, amount)),
-					currency_null ? "" : TextDatumGetCString(currency));
+					amount_null ? "(none)" : PayQuoteNumeric(amount),
+					currency_null ? "" : PayQuoteTextDatum(currency));
 }
 

@@ -24,8 +24,11 @@
  * field (pay_amount_frozen, pay_currency_frozen, and pay_parameter_changed
  * under idempotent_pay.parameter_change = refuse).
  *
- * 1.4's rules make the claim durable before the caller acts on it: a claim
- * is refused inside a transaction block (RefuseClaimInTransaction).
+ * 1.4's rules make the claim durable before the caller acts on it (a claim
+ * is refused inside a transaction block: RefuseClaimInTransaction), refuse
+ * by default another amount or currency of a known payment in every state
+ * (idempotent_pay.parameter_change = default, which allows it under 1.3's
+ * SQL) and bound an amount (idempotent_pay.max_amount).
  *
  *-------------------------------------------------------------------------
  */
@@ -58,6 +61,7 @@ PG_FUNCTION_INFO_V1(pay_open_1_3);
 PG_FUNCTION_INFO_V1(pay_begin_1_3);
 PG_FUNCTION_INFO_V1(pay_claim_1_3);
 PG_FUNCTION_INFO_V1(pay_open_claim_1_3);
+PG_FUNCTION_INFO_V1(pay_open_1_4);
 PG_FUNCTION_INFO_V1(pay_begin_1_4);
 PG_FUNCTION_INFO_V1(pay_claim_1_4);
 PG_FUNCTION_INFO_V1(pay_open_claim_1_4);
@@ -113,11 +117,34 @@ RaiseFieldChange(Datum bizno, const LedgerRow *row, const char *field,
 }
 
 /*
+ * Whether idempotent_pay.parameter_change refuses another amount or currency
+ * of a known INIT or FAILED payment under the rules of api: its default is
+ * 1.4's rule, refuse, and 1.3's under 1.3's SQL, allow.
+ */
+static bool
+ParameterChangeRefused(PayApi api)
+{
+	switch ((PayParameterChange) pay_parameter_change)
+	{
+		case PAY_PARAMETER_CHANGE_ALLOW:
+			return false;
+		case PAY_PARAMETER_CHANGE_REFUSE:
+			return true;
+		case PAY_PARAMETER_CHANGE_DEFAULT:
+			break;
+	}
+	return api >= PAY_API_1_4;
+}
+
+/*
  * A payment keeps one amount while it is charged: a different amount is
  * refused (55000) while PROCESSING or SUCCESS, and replaced -- journaled by
  * the ledger's trigger -- while INIT or FAILED, unless, since 1.3,
- * idempotent_pay.parameter_change = refuse.  Since 1.3 the refusal names
- * the field that differs.  row must be locked when it is INIT or FAILED.
+ * idempotent_pay.parameter_change refuses it (by default since 1.4).  Since
+ * 1.3 the refusal names the field that differs.  Since 1.4 a value the
+ * payment lacks (one recorded by 1.0 to 1.2 without a currency) may be
+ * given while INIT or FAILED: that completes the payment, changing nothing
+ * recorded.  row must be locked when it is INIT or FAILED.
  */
 static void
 ApplyAmount(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
@@ -126,21 +153,22 @@ ApplyAmount(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 	if (!PayAmountDiffers(row, amount))
 		return;
 
-	if (api >= PAY_API_1_3 &&
-		(PayStatusIsFrozen(row->status) || pay_parameter_change == PAY_PARAMETER_CHANGE_REFUSE))
+	if (api >= PAY_API_1_3)
 	{
 		bool		frozen = PayStatusIsFrozen(row->status);
+		bool		refused = frozen || ParameterChangeRefused(api);
+		bool		completes = !frozen && api >= PAY_API_1_4;
 
-		if (PayCurrencyFieldDiffers(row, amount))
+		if (refused && PayCurrencyFieldDiffers(row, amount) && !(completes && row->currency_null))
 			RaiseFieldChange(bizno, row, "currency",
-							 row->currency_null ? "(none)" : TextDatumGetCString(row->currency),
-							 TextDatumGetCString(amount->currency),
+							 row->currency_null ? "(none)" : PayQuoteTextDatum(row->currency),
+							 PayQuoteTextDatum(amount->currency),
 							 frozen ? PAY_REASON_CURRENCY_FROZEN : PAY_REASON_PARAMETER_CHANGED);
-		RaiseFieldChange(bizno, row, "amount",
-						 row->amount_null ? "(none)" :
-						 DatumGetCString(DirectFunctionCall1(numeric_out, row->amount)),
-						 DatumGetCString(DirectFunctionCall1(numeric_out, amount->amount)),
-						 frozen ? PAY_REASON_AMOUNT_FROZEN : PAY_REASON_PARAMETER_CHANGED);
+		if (refused && PayAmountFieldDiffers(row, amount) && !(completes && row->amount_null))
+			RaiseFieldChange(bizno, row, "amount",
+							 row->amount_null ? "(none)" : PayQuoteNumeric(row->amount),
+							 PayQuoteNumeric(amount->amount),
+							 frozen ? PAY_REASON_AMOUNT_FROZEN : PAY_REASON_PARAMETER_CHANGED);
 	}
 	if (PayStatusIsFrozen(row->status))
 		ereport(ERROR,
@@ -594,6 +622,12 @@ Datum
 pay_open_1_3(PG_FUNCTION_ARGS)
 {
 	return OpenPayment(fcinfo, PAY_API_1_3);
+}
+
+Datum
+pay_open_1_4(PG_FUNCTION_ARGS)
+{
+	return OpenPayment(fcinfo, PAY_API_1_4);
 }
 
 /*

@@ -14,7 +14,10 @@
  * SECOND_CHARGE.  pay_reset and pay_transition ask PayTransitionVerdict.
  *
  * 1.3 requires the attempt, and a success's bank reference; texts are
- * bounded.
+ * bounded.  1.4 takes the attempt as a bigint, so that a caller's smallint,
+ * integer or bigint all resolve to the one function (overloads would make
+ * a NULL or a quoted literal ambiguous), and refuses one beyond an
+ * integer's range (22003) rather than let it wrap.
  *
  *-------------------------------------------------------------------------
  */
@@ -42,6 +45,8 @@ PG_FUNCTION_INFO_V1(pay_succeed_1_3);
 PG_FUNCTION_INFO_V1(pay_fail_1_3);
 PG_FUNCTION_INFO_V1(pay_reset_1_3);
 PG_FUNCTION_INFO_V1(pay_transition_1_3);
+PG_FUNCTION_INFO_V1(pay_succeed_1_4);
+PG_FUNCTION_INFO_V1(pay_fail_1_4);
 PG_FUNCTION_INFO_V1(pay_confirm_second_charge);
 
 /*
@@ -84,8 +89,8 @@ static void
 JournalSecondCharge(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 					Datum channel_ref, SecondCharge kind)
 {
-	char	   *second = TextDatumGetCString(channel_ref);
-	char	   *first = TextDatumGetCString(row->channel_ref);
+	char	   *second = PayQuoteTextDatum(channel_ref);
+	char	   *first = PayQuoteTextDatum(row->channel_ref);
 	LedgerRow	locked;
 
 	/*
@@ -152,6 +157,28 @@ SettlementResult(FunctionCallInfo fcinfo, bool second_charge)
 }
 
 /*
+ * The attempt argument: an integer before 1.4, a bigint since, held to an
+ * integer's range (attempt counts entries into PROCESSING, an integer).
+ */
+static int32
+AttemptArgument(FunctionCallInfo fcinfo, int argno, PayApi api)
+{
+	int64		attempt;
+
+	if (api < PAY_API_1_4)
+		return PG_GETARG_INT32(argno);
+	attempt = PG_GETARG_INT64(argno);
+	if (attempt < PG_INT32_MIN || attempt > PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("attempt " INT64_FORMAT " is out of range", attempt),
+				 errdetail("An attempt is an integer: the count pay_claim returned, at most %d.",
+						   PG_INT32_MAX),
+				 errhint("Pass the attempt pay_claim returned.")));
+	return (int32) attempt;
+}
+
+/*
  * The settlement pay_succeed or pay_fail was called for, its arguments
  * held to the rules of api.
  */
@@ -165,7 +192,7 @@ SettleArguments(FunctionCallInfo fcinfo, PayStatus target, PayApi api)
 		.channel_ref_null = true,
 		.last_error_null = true,
 		.attempt_null = PG_ARGISNULL(2),
-		.attempt = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
+		.attempt = PG_ARGISNULL(2) ? 0 : AttemptArgument(fcinfo, 2, api),
 		.response_null = true,
 	};
 
@@ -237,8 +264,8 @@ Settle(FunctionCallInfo fcinfo, PayStatus target, PayApi api)
 
 		if (!PayLedgerProbe(fcinfo, bizno, &row))
 			PayRaiseUnknownPayment(catalog, bizno);
-		if (!PG_ARGISNULL(2) && row.attempt != PG_GETARG_INT32(2))
-			RaiseOtherAttempt(bizno, &row, PG_GETARG_INT32(2));
+		if (!settle.attempt_null && row.attempt != settle.attempt)
+			RaiseOtherAttempt(bizno, &row, settle.attempt);
 		verdict = PayTransitionVerdict(row.status, target);
 		if (verdict == PAY_NO_OP && target == PAY_SUCCESS && !PG_ARGISNULL(1) &&
 			!row.channel_ref_null && !PayTextEqual(row.channel_ref, PG_GETARG_DATUM(1)))
@@ -280,6 +307,12 @@ pay_succeed_1_3(PG_FUNCTION_ARGS)
 	return Settle(fcinfo, PAY_SUCCESS, PAY_API_1_3);
 }
 
+Datum
+pay_succeed_1_4(PG_FUNCTION_ARGS)
+{
+	return Settle(fcinfo, PAY_SUCCESS, PAY_API_1_4);
+}
+
 /*
  * pay_fail(bizno text, reason text, attempt int) returns pay_status;
  * since 1.3 attempt is required.
@@ -294,6 +327,12 @@ Datum
 pay_fail_1_3(PG_FUNCTION_ARGS)
 {
 	return Settle(fcinfo, PAY_FAILED, PAY_API_1_3);
+}
+
+Datum
+pay_fail_1_4(PG_FUNCTION_ARGS)
+{
+	return Settle(fcinfo, PAY_FAILED, PAY_API_1_4);
 }
 
 /*

@@ -33,6 +33,7 @@
 #include "bizno.h"
 #include "bizno_format.h"
 #include "compat.h"
+#include "reason.h"
 #include "settings.h"
 
 /* milliseconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch */
@@ -112,14 +113,14 @@ BiznoCheckParts(text *prefix, text *biz_id)
 	if (!bizno_prefix_is_valid(VARDATA_ANY(prefix), VARSIZE_ANY_EXHDR(prefix)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid bizNo prefix \"%s\"", text_to_cstring(prefix)),
+				 errmsg("invalid bizNo prefix \"%s\"", PayQuoteText(prefix)),
 				 errdetail("A prefix is 1 to %d characters of A-Z and 0-9.",
 						   BIZNO_PREFIX_MAX_LEN),
 				 errhint("Fix the caller: the prefix names the kind of business action, e.g. PAY.")));
 	if (!bizno_biz_id_is_valid(VARDATA_ANY(biz_id), VARSIZE_ANY_EXHDR(biz_id)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid bizNo biz_id \"%s\"", text_to_cstring(biz_id)),
+				 errmsg("invalid bizNo biz_id \"%s\"", PayQuoteText(biz_id)),
 				 errdetail("A biz_id is 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'.",
 						   BIZNO_BIZ_ID_MAX_LEN),
 				 errhint("Fix the caller: the biz_id is the business action's own id, e.g. the order number.")));
@@ -187,7 +188,7 @@ ParseBiznoOrError(text *bizno, BiznoParts *parts)
 		case BIZNO_MALFORMED:
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-					 errmsg("invalid bizNo: \"%s\"", text_to_cstring(bizno)),
+					 errmsg("invalid bizNo: \"%s\"", PayQuoteText(bizno)),
 					 errdetail("A bizNo reads PREFIX-BIZID-YYYYMMDDHHMMSSmmm-NNNN-UUUUUUUUUUUUUC."),
 					 errhint("Pass the bizNo exactly as pay_bizno or pay_open returned it.")));
 			break;
@@ -195,7 +196,7 @@ ParseBiznoOrError(text *bizno, BiznoParts *parts)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 					 errmsg("invalid check character for bizNo \"%s\"",
-							text_to_cstring(bizno)),
+							PayQuoteText(bizno)),
 					 errdetail("The check character should be '%c': bizNos are issued with a check character of 0-9 or A-Z, never '%c'.",
 							   expected_check, s[len - 1]),
 					 errhint("The bizNo was mistyped or corrupted on its way: pass it exactly as it was issued.")));
@@ -205,14 +206,14 @@ ParseBiznoOrError(text *bizno, BiznoParts *parts)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 						 errmsg("invalid check character for bizNo \"%s\"",
-								text_to_cstring(bizno)),
+								PayQuoteText(bizno)),
 						 errdetail("The bizNo does not check out: a character was mistyped or two neighbouring characters were swapped. For its other characters as written, the check character would be '%c', not '%c'.",
 								   expected_check, s[len - 1]),
 						 errhint("Pass the bizNo exactly as it was issued: a check character changed to fit could hide a typo elsewhere.")));
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 					 errmsg("invalid check character for bizNo \"%s\"",
-							text_to_cstring(bizno)),
+							PayQuoteText(bizno)),
 					 errdetail("The bizNo does not check out, and no check character of 0-9 or A-Z fits its other characters as written: one of them was mistyped or two neighbouring characters were swapped."),
 					 errhint("The bizNo was mistyped or corrupted on its way: pass it exactly as it was issued.")));
 			break;
@@ -230,7 +231,7 @@ BiznoCheckKey(text *key, BiznoParts *parts)
 	if (!bizno_key_is_valid(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("invalid payment key: \"%s\"", text_to_cstring(key)),
+				 errmsg("invalid payment key: \"%s\"", PayQuoteText(key)),
 				 errdetail("A key is 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'.",
 						   BIZNO_KEY_MAX_LEN),
 				 errhint("Fix the caller: pass the bizNo of the payment, or a key of that shape.")));

@@ -11,9 +11,15 @@
  * row is in doc/reference.md with its SQLSTATE; test/tap/010_reference.pl
  * fails when one is missing.
  *
+ * What a refusal quotes of a caller's input is bounded here too (PayQuote).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/numeric.h"
 
 #include "reason.h"
 
@@ -56,7 +62,7 @@ static const PayReasonSpec reasons[PAY_REASON_COUNT] = {
 	[PAY_REASON_AMOUNT_FROZEN_1_2] = {"pay_amount_frozen", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 	"A payment being charged or paid keeps its amount: fix the caller, or open a new business action for another amount."},
 	[PAY_REASON_PARAMETER_CHANGED] = {"pay_parameter_changed", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-	"idempotent_pay.parameter_change = refuse: a known bizNo keeps its amount and currency; open a new business action for other ones."},
+	"A known bizNo keeps its amount and currency (idempotent_pay.parameter_change): open a new business action for other ones."},
 	[PAY_REASON_STALE_ATTEMPT] = {"pay_stale_attempt", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 	"A late answer for an earlier attempt: the payment has moved on and keeps its state; if the bank charged that attempt, reconcile it."},
 	[PAY_REASON_UNCLAIMED_ATTEMPT] = {"pay_unclaimed_attempt", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -106,4 +112,48 @@ int
 PayReason(PayReasonId reason)
 {
 	return PayReasonWith(reason, NULL);
+}
+
+/*
+ * value (len bytes, in the server's encoding) as a message quotes it: whole
+ * up to PAY_QUOTE_MAX_CHARS characters, else cut at a character's boundary
+ * and marked "... (N bytes)".
+ */
+char *
+PayQuote(const char *value, int len)
+{
+	int			kept;
+
+	/* a character is at least one byte: count them only when it matters */
+	if (len <= PAY_QUOTE_MAX_CHARS)
+		return pnstrdup(value, len);
+	kept = pg_mbcharcliplen(value, len, PAY_QUOTE_MAX_CHARS);
+	if (kept >= len)
+		return pnstrdup(value, len);
+	return psprintf("%.*s... (%d bytes)", kept, value, len);
+}
+
+char *
+PayQuoteCString(const char *value)
+{
+	return PayQuote(value, strlen(value));
+}
+
+char *
+PayQuoteText(text *value)
+{
+	return PayQuote(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+}
+
+char *
+PayQuoteTextDatum(Datum value)
+{
+	return PayQuoteText(DatumGetTextPP(value));
+}
+
+/* A numeric as numeric_out writes it, bounded: 1e130000 has 130001 digits. */
+char *
+PayQuoteNumeric(Datum value)
+{
+	return PayQuoteCString(DatumGetCString(DirectFunctionCall1(numeric_out, value)));
 }

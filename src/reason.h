@@ -72,4 +72,20 @@ typedef enum PayReasonId
 extern int	PayReason(PayReasonId reason);
 extern int	PayReasonWith(PayReasonId reason, const char *hint_arg);
 
+/*
+ * What a message quotes of a value a caller gave -- a key, a reference, a
+ * currency, an amount: the value itself, or when it is longer than
+ * PAY_QUOTE_MAX_CHARS characters its first ones and a marker with its whole
+ * length, so that no refusal carries a megabyte of input back to the
+ * caller and into the server's log.  The bound is that of the longest
+ * valid key: a valid value is always quoted whole.
+ */
+#define PAY_QUOTE_MAX_CHARS 128
+
+extern char *PayQuote(const char *value, int len);
+extern char *PayQuoteCString(const char *value);
+extern char *PayQuoteText(text *value);
+extern char *PayQuoteTextDatum(Datum value);
+extern char *PayQuoteNumeric(Datum value);
+
 #endif							/* PAY_REASON_H */

@@ -93,7 +93,7 @@ PrepareCheckPlans(const PayCatalog *catalog)
 static char *
 NumericText(Datum value)
 {
-	return DatumGetCString(DirectFunctionCall1(numeric_out, value));
+	return PayQuoteNumeric(value);
 }
 
 static void
@@ -143,7 +143,7 @@ CheckLimit(Relation rel, const char *refund, const char *refund_key, Datum paren
 
 	ereport(ERROR,
 			(errmsg("refund %s of payment %s would refund more than was captured",
-					refund_key, TextDatumGetCString(parent)),
+					refund_key, PayQuoteTextDatum(parent)),
 			 errdetail("Captured: %s %s; already refunded or in flight: %s; asked: %s (refund %s).",
 					   NumericText(captured), currency,
 					   NumericText(taken), NumericText(amount), refund),
@@ -166,7 +166,7 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 	bool		isnull;
 	bool		amount_null;
 	bool		currency_null;
-	char	   *refund = TextDatumGetCString(heap_getattr(tuple, col[LEDGER_BIZNO], rowdesc, &isnull));
+	char	   *refund = PayQuoteTextDatum(heap_getattr(tuple, col[LEDGER_BIZNO], rowdesc, &isnull));
 	Datum		parent = heap_getattr(tuple, col[LEDGER_PARENT], rowdesc, &isnull);
 	Datum		refund_key;
 	Datum		amount = heap_getattr(tuple, col[LEDGER_AMOUNT], rowdesc, &amount_null);
@@ -197,13 +197,13 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 	if (SPI_processed == 0 && PayArchiveHolds(catalog, parent))
 		ereport(ERROR,
 				(errmsg("refund %s names payment %s, which was archived",
-						refund, TextDatumGetCString(parent)),
+						refund, PayQuoteTextDatum(parent)),
 				 errdetail("An archived payment is settled for good: it is not refunded again."),
 				 PayReason(PAY_REASON_ARCHIVED)));
 	if (SPI_processed == 0)
 		RaiseBadParent(rel, PAY_REASON_REFUND_UNKNOWN_PARENT,
 					   psprintf("refund %s names payment %s, which the ledger does not have",
-								refund, TextDatumGetCString(parent)),
+								refund, PayQuoteTextDatum(parent)),
 					   "A refund pays back a payment of the ledger.");
 	found = SPI_tuptable->vals[0];
 	founddesc = SPI_tuptable->tupdesc;
@@ -215,12 +215,12 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 	if (!grandparent_null)
 		RaiseBadParent(rel, PAY_REASON_REFUND_OF_REFUND,
 					   psprintf("refund %s names %s, which is itself a refund",
-								refund, TextDatumGetCString(parent)),
+								refund, PayQuoteTextDatum(parent)),
 					   "Only a payment is refunded, never a refund.");
 	if (parent_status != PAY_SUCCESS)
 		ereport(ERROR,
 				(errmsg("payment %s is %s: only a SUCCESS payment can be refunded",
-						TextDatumGetCString(parent), PayStatusName(parent_status)),
+						PayQuoteTextDatum(parent), PayStatusName(parent_status)),
 				 errdetail("Refund %s pays back money the bank captured for the payment.", refund),
 				 errtable(rel),
 				 PayReason(parent_status == PAY_PROCESSING ?
@@ -230,7 +230,7 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 		(!currency_null && !DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, currency, parent_currency))))
 		ereport(ERROR,
 				(errmsg("refund %s must be in the currency of payment %s",
-						refund, TextDatumGetCString(parent)),
+						refund, PayQuoteTextDatum(parent)),
 				 errdetail("The payment is in %s; the refund in %s.",
 						   parent_currency_null ? "no currency" : TextDatumGetCString(parent_currency),
 						   currency_null ? "no currency" : currency_text),
@@ -238,7 +238,7 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 				 PayReason(PAY_REASON_REFUND_CURRENCY)));
 
 	if (entering_processing)
-		CheckLimit(rel, refund, TextDatumGetCString(refund_key), parent, amount, currency_text);
+		CheckLimit(rel, refund, PayQuoteTextDatum(refund_key), parent, amount, currency_text);
 
 	SPI_finish();
 	PayRestoreUser(&owner);

@@ -27,8 +27,10 @@ int			pay_retry_failed = PAY_RETRY_AUTO;
 int			pay_stuck_after_ms = 5 * 60 * 1000;
 char	   *pay_notify_channel = NULL;
 char	   *pay_journal_note = NULL;
-int			pay_parameter_change = PAY_PARAMETER_CHANGE_ALLOW;
 int			pay_claim_in_transaction = PAY_CLAIM_IN_TRANSACTION_REFUSE;
+int			pay_parameter_change = PAY_PARAMETER_CHANGE_DEFAULT;
+int64		pay_max_amount = 0;
+static char *pay_max_amount_text = NULL;
 int			pay_max_response_bytes = 65536;
 bool		pay_maintenance = false;
 
@@ -39,6 +41,7 @@ static const struct config_enum_entry retry_failed_options[] = {
 };
 
 static const struct config_enum_entry parameter_change_options[] = {
+	{"default", PAY_PARAMETER_CHANGE_DEFAULT, false},
 	{"allow", PAY_PARAMETER_CHANGE_ALLOW, false},
 	{"refuse", PAY_PARAMETER_CHANGE_REFUSE, false},
 	{NULL, 0, false}
@@ -63,6 +66,46 @@ CheckNotifyChannel(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
+}
+
+/*
+ * A max_amount is a whole number from 1 to PAY_MAX_AMOUNT_LIMIT, written in
+ * digits (no sign, no exponent, no point): it is compared with amounts as
+ * a number, and shown as it was given.  false when text is not one.
+ */
+static bool
+ParseMaxAmount(const char *text, int64 *value)
+{
+	*value = 0;
+	if (*text == '\0')
+		return false;
+	for (const char *c = text; *c != '\0'; c++)
+	{
+		if (*c < '0' || *c > '9' || *value > (PAY_MAX_AMOUNT_LIMIT - (*c - '0')) / 10)
+			return false;
+		*value = *value * 10 + (*c - '0');
+	}
+	return *value >= 1;
+}
+
+static bool
+CheckMaxAmount(char **newval, void **extra, GucSource source)
+{
+	int64		value;
+
+	if (ParseMaxAmount(*newval, &value))
+		return true;
+	GUC_check_errdetail("idempotent_pay.max_amount is a whole number from 1 to " INT64_FORMAT
+						", the largest amount that is a bigint count of minor units in every currency.",
+						PAY_MAX_AMOUNT_LIMIT);
+	return false;
+}
+
+/* the value passed its check: parsing it again cannot fail */
+static void
+AssignMaxAmount(const char *newval, void *extra)
+{
+	(void) ParseMaxAmount(newval, &pay_max_amount);
 }
 
 void
@@ -101,10 +144,11 @@ PayDefineSettings(void)
 	 */
 	DefineCustomEnumVariable("idempotent_pay.parameter_change",
 							 "Whether a known payment's amount or currency may change while it is INIT or FAILED.",
+							 "default: refuse, or allow where the extension's SQL is 1.3's; "
 							 "allow: the new values replace the old ones, journaled; "
 							 "refuse: 55000 pay_parameter_changed.",
 							 &pay_parameter_change,
-							 PAY_PARAMETER_CHANGE_ALLOW, parameter_change_options,
+							 PAY_PARAMETER_CHANGE_DEFAULT, parameter_change_options,
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
@@ -123,6 +167,19 @@ PayDefineSettings(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * Superuser-only, as parameter_change.  A string: an amount's bound
+	 * needs more digits than an integer setting holds.
+	 */
+	DefineCustomStringVariable("idempotent_pay.max_amount",
+							   "The largest amount of a payment or refund, in whole units of its currency (since 1.4).",
+							   "A larger amount is 22003, through the API and by raw SQL; at most 922337203685477.",
+							   &pay_max_amount_text,
+							   PAY_MAX_AMOUNT_DEFAULT,
+							   PGC_SUSET,
+							   0,
+							   CheckMaxAmount, AssignMaxAmount, NULL);
 
 	DefineCustomIntVariable("idempotent_pay.max_response_bytes",
 							"The largest response pay_succeed stores for retries to replay.",

@@ -30,9 +30,14 @@ extern char *pay_notify_channel;
 /* idempotent_pay.journal_note: a note for journal rows that carry none */
 extern char *pay_journal_note;
 
-/* idempotent_pay.parameter_change: may a known payment's amount change? */
+/*
+ * idempotent_pay.parameter_change: may a known payment's amount change?
+ * DEFAULT is the rule of the version whose SQL is installed: refuse since
+ * 1.4, allow under 1.3's SQL (PayParameterChangeRefused).
+ */
 typedef enum PayParameterChange
 {
+	PAY_PARAMETER_CHANGE_DEFAULT,
 	PAY_PARAMETER_CHANGE_ALLOW,
 	PAY_PARAMETER_CHANGE_REFUSE
 } PayParameterChange;
@@ -48,6 +53,19 @@ typedef enum PayClaimInTransaction
 	PAY_CLAIM_IN_TRANSACTION_ALLOW
 } PayClaimInTransaction;
 extern int	pay_claim_in_transaction;
+
+/*
+ * idempotent_pay.max_amount: the largest amount of a payment, a whole
+ * number of the currency's units, since 1.4
+ */
+extern int64 pay_max_amount;
+
+/*
+ * The largest max_amount: every amount up to it, in every currency (at most
+ * 4 minor units), is a bigint count of the currency's minor units.
+ */
+#define PAY_MAX_AMOUNT_LIMIT INT64CONST(922337203685477)
+#define PAY_MAX_AMOUNT_DEFAULT "100000000000000"
 
 /* idempotent_pay.max_response_bytes: the largest response stored */
 extern int	pay_max_response_bytes;

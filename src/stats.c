@@ -42,6 +42,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
+#include "reason.h"
 #include "settings.h"
 #include "stats.h"
 
@@ -208,7 +209,7 @@ pay_stats_transactions_ended(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("\"%s\" is not a virtual transaction id",
-							nulls[i] ? "NULL" : TextDatumGetCString(elems[i]))));
+							nulls[i] ? "NULL" : PayQuoteTextDatum(elems[i]))));
 		PayVxidSetBackend(vxid, backend);
 		if (!VirtualXactLock(vxid, false))
 			PG_RETURN_BOOL(false);

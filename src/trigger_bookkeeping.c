@@ -20,8 +20,10 @@
  * write to 1.3's rules for a payment's values (amount.c): a currency is an
  * active ISO 4217 code and the amount fits its minor units (22023), a
  * payment enters PROCESSING only with its amount and currency (23502), and
- * its texts are bounded (22001, 54000).  Rows a write does not change are
- * left as they are.
+ * its texts are bounded (22001, 54000).  The SQL of 1.4 binds
+ * pay_ledger_bookkeeping_1_4, which also holds an amount to
+ * idempotent_pay.max_amount (22003).  Rows a write does not change are left
+ * as they are.
  *
  * It does not fire under session_replication_role = replica, and leaves
  * alone a row a restore of pg_dump's output inserts (PayRestoring): a
@@ -41,6 +43,7 @@
 #include "utils/timestamp.h"
 
 #include "amount.h"
+#include "api.h"
 #include "bizno.h"
 #include "catalog.h"
 #include "machine.h"
@@ -53,6 +56,7 @@
 
 PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping);
 PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping_1_3);
+PG_FUNCTION_INFO_V1(pay_ledger_bookkeeping_1_4);
 
 /*
  * Refuse an UPDATE that removes the amount or the currency of a payment that
@@ -100,11 +104,11 @@ CheckColumnBound(Relation rel, const PayLedgerValues *row, AttrNumber attnum, in
  * The rules of 1.3 for the values of the row a write leaves, checked for
  * what it changes (old NULL for an INSERT): currency and amount, the
  * amount and currency of a charge, the bank's reference's form, the bounds
- * of the texts.
+ * of the texts; and since 1.4 the bound of the amount.
  */
 static void
 CheckPaymentValues(const PayCatalog *catalog, Relation rel, const PayLedgerValues *old,
-				   const PayLedgerValues *row, int from, PayStatus status)
+				   const PayLedgerValues *row, int from, PayStatus status, PayApi api)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
 	bool		isnull;
@@ -114,6 +118,13 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, const PayLedgerValue
 	((attnum) != InvalidAttrNumber && \
 	 (old == NULL || !PayLedgerValueUnchanged(rel, old, row, (attnum))))
 
+	if (api >= PAY_API_1_4 && CHANGED(col[LEDGER_AMOUNT]))
+	{
+		Datum		amount = PayLedgerValue(row, col[LEDGER_AMOUNT], &isnull);
+
+		if (!isnull)
+			PayCheckAmountBound(DatumGetNumeric(amount));
+	}
 	currency = PayLedgerValue(row, col[LEDGER_CURRENCY], &isnull);
 	if (!isnull && (CHANGED(col[LEDGER_CURRENCY]) || CHANGED(col[LEDGER_AMOUNT])))
 	{
@@ -184,7 +195,7 @@ Derive(PayLedgerValues *row, AttrNumber column, Datum value, bool isnull)
  */
 static bool
 DeriveOnInsert(const PayCatalog *catalog, Relation rel, PayLedgerValues *row, Datum now,
-			   bool values_1_3, DerivedColumns *derived)
+			   PayApi api, DerivedColumns *derived)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
 	PayStatus	status = PayLedgerStatus(catalog, rel, row);
@@ -202,8 +213,8 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, PayLedgerValues *row, Da
 	derived->check_refund = is_refund;
 	derived->entering_processing = status == PAY_PROCESSING;
 
-	if (values_1_3)
-		CheckPaymentValues(catalog, rel, NULL, row, PAY_NEW_ROW, status);
+	if (api >= PAY_API_1_3)
+		CheckPaymentValues(catalog, rel, NULL, row, PAY_NEW_ROW, status, api);
 	Derive(row, col[LEDGER_PREFIX], generated ?
 		   PointerGetDatum(cstring_to_text_with_len(parts.prefix, parts.prefix_len)) : 0,
 		   !generated);
@@ -223,7 +234,7 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, PayLedgerValues *row, Da
  */
 static void
 DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const PayLedgerValues *old,
-			   PayLedgerValues *row, Datum now, bool values_1_3, DerivedColumns *derived)
+			   PayLedgerValues *row, Datum now, PayApi api, DerivedColumns *derived)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
 	Relation	rel = trigdata->tg_relation;
@@ -244,8 +255,8 @@ DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const PayLedger
 
 	from = PayLedgerStatus(catalog, rel, old);
 	status = PayLedgerStatus(catalog, rel, row);
-	if (values_1_3)
-		CheckPaymentValues(catalog, rel, old, row, from, status);
+	if (api >= PAY_API_1_3)
+		CheckPaymentValues(catalog, rel, old, row, from, status, api);
 
 	derived->entering_processing = from != PAY_PROCESSING && status == PAY_PROCESSING;
 	derived->check_refund = is_refund &&
@@ -272,10 +283,11 @@ DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const PayLedger
 
 /*
  * pay_ledger_bookkeeping() returns trigger, as the SQL of 1.0 to 1.2 binds
- * it; pay_ledger_bookkeeping_1_3 adds 1.3's rules for a payment's values.
+ * it; pay_ledger_bookkeeping_1_3 adds 1.3's rules for a payment's values,
+ * pay_ledger_bookkeeping_1_4 the bound of an amount.
  */
 static Datum
-Bookkeeping(FunctionCallInfo fcinfo, bool values_1_3)
+Bookkeeping(FunctionCallInfo fcinfo, PayApi api)
 {
 	const PayCatalog *catalog = PayCheckLedgerTrigger(fcinfo, "pay_ledger_bookkeeping()",
 													  TRIGGER_EVENT_BEFORE,
@@ -290,7 +302,7 @@ Bookkeeping(FunctionCallInfo fcinfo, bool values_1_3)
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
 		PayDeformLedgerRow(rel, trigdata->tg_trigtuple, &row);
-		if (!DeriveOnInsert(catalog, rel, &row, now, values_1_3, &derived))
+		if (!DeriveOnInsert(catalog, rel, &row, now, api, &derived))
 			return PointerGetDatum(trigdata->tg_trigtuple); /* its history, as it was */
 	}
 	else
@@ -299,7 +311,7 @@ Bookkeeping(FunctionCallInfo fcinfo, bool values_1_3)
 
 		PayDeformLedgerRow(rel, trigdata->tg_trigtuple, &old);
 		PayDeformLedgerRow(rel, trigdata->tg_newtuple, &row);
-		DeriveOnUpdate(catalog, trigdata, &old, &row, now, values_1_3, &derived);
+		DeriveOnUpdate(catalog, trigdata, &old, &row, now, api, &derived);
 	}
 	Derive(&row, catalog->ledger_attnums[LEDGER_UPDATED_AT], now, false);
 
@@ -316,12 +328,18 @@ Bookkeeping(FunctionCallInfo fcinfo, bool values_1_3)
 Datum
 pay_ledger_bookkeeping(PG_FUNCTION_ARGS)
 {
-	return Bookkeeping(fcinfo, false);
+	return Bookkeeping(fcinfo, PAY_API_1_2);
 }
 
 Datum
 pay_ledger_bookkeeping_1_3(PG_FUNCTION_ARGS)
 {
-	return Bookkeeping(fcinfo, true);
+	return Bookkeeping(fcinfo, PAY_API_1_3);
+}
+
+Datum
+pay_ledger_bookkeeping_1_4(PG_FUNCTION_ARGS)
+{
+	return Bookkeeping(fcinfo, PAY_API_1_4);
 }
 

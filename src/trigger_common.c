@@ -249,8 +249,8 @@ PayRowKeyDescription(Relation rel, HeapTuple tuple)
 		relation_close(index, AccessShareLock);
 	}
 	if (description == NULL)
-		description = psprintf("a row of \"%s\"", RelationGetRelationName(rel));
-	return description;
+		return psprintf("a row of \"%s\"", RelationGetRelationName(rel));
+	return PayQuoteCString(description);
 }
 
 /* Whether two values of a column of attr are the same bytes, or both NULL. */

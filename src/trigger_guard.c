@@ -190,7 +190,7 @@ StatusOfValue(GuardConfig *config, Relation rel, HeapTuple tuple, Datum value, b
 	if (!PayStatusFromText(VARDATA_ANY(label), VARSIZE_ANY_EXHDR(label), &status))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("invalid payment status \"%s\" in %s", text_to_cstring(label),
+				 errmsg("invalid payment status \"%s\" in %s", PayQuoteText(label),
 						PayRowKeyDescription(rel, tuple)),
 				 errhint("A payment status is INIT, PROCESSING, SUCCESS or FAILED.")));
 	return status;

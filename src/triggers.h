@@ -21,6 +21,7 @@ extern Datum pay_guard_1_3(PG_FUNCTION_ARGS);
 extern Datum pay_allowed(PG_FUNCTION_ARGS);
 extern Datum pay_ledger_bookkeeping(PG_FUNCTION_ARGS);
 extern Datum pay_ledger_bookkeeping_1_3(PG_FUNCTION_ARGS);
+extern Datum pay_ledger_bookkeeping_1_4(PG_FUNCTION_ARGS);
 extern Datum pay_ledger_journal(PG_FUNCTION_ARGS);
 extern Datum pay_archive_moved(PG_FUNCTION_ARGS);
 

@@ -54,9 +54,10 @@ SELECT has_function('pay_second_charges', '{}'::name[]);
 -- Functions
 SELECT function_returns('pay_open', ARRAY['text', 'text', 'numeric', 'text'], 'text');
 SELECT function_returns('pay_begin', ARRAY['text', 'numeric', 'text'], 'pay_action');
--- since 1.3 pay_succeed answers whether the bank charged twice (pay_settlement), not the status
-SELECT function_returns('pay_succeed', ARRAY['text', 'text', 'integer', 'jsonb'], 'pay_settlement');
-SELECT function_returns('pay_fail', ARRAY['text', 'text', 'integer'], 'pay_status');
+-- since 1.3 pay_succeed answers whether the bank charged twice (pay_settlement), not the status;
+-- since 1.4 the attempt is a bigint, so that every integer type a driver sends resolves
+SELECT function_returns('pay_succeed', ARRAY['text', 'text', 'bigint', 'jsonb'], 'pay_settlement');
+SELECT function_returns('pay_fail', ARRAY['text', 'text', 'bigint'], 'pay_status');
 SELECT function_returns('pay_reset', ARRAY['text', 'text'], 'pay_status');
 SELECT function_returns('pay_transition', ARRAY['text', 'pay_status', 'text'], 'pay_status');
 SELECT function_returns('pay_get', ARRAY['text'], 'setof pay_ledger');

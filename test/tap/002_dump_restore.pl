@@ -22,7 +22,9 @@ $node->start;
 
 # Payments in every state, with retries, resets, amount changes and notes,
 # a deleted INIT payment whose journal stays, and a guarded user table.
+# Amount changes need parameter_change = allow since 1.4.
 my $payments = q{
+	SET idempotent_pay.parameter_change = allow;
 	SELECT pay_begin('D-SUCCESS', 10, 'EUR'), pay_succeed('D-SUCCESS', 'BANK-1', 1);
 	SELECT pay_begin('D-FAILED', 20, 'EUR'), pay_fail('D-FAILED', 'declined', 1);
 	SELECT pay_begin('D-PROCESSING', 30, 'EUR');

@@ -40,7 +40,10 @@ use Test::More;
 
 my $publisher = PostgreSQL::Test::Cluster->new('publisher');
 $publisher->init(allows_streaming => 'logical');
-$publisher->append_conf('postgresql.conf', "idempotent_pay.node_id = 1\n");
+# The publisher's payments change amounts while INIT or FAILED, journaled:
+# since 1.4 that takes the operator's idempotent_pay.parameter_change = allow.
+$publisher->append_conf('postgresql.conf',
+	"idempotent_pay.node_id = 1\nidempotent_pay.parameter_change = allow\n");
 $publisher->start;
 
 # Its own node id, so bizNos it issues once in service never come from the

@@ -166,7 +166,7 @@ for my $path (sort keys %paths)
 	# The grants were made: the source has what the restores are held to.
 	is( $node->safe_psql(
 			$source, q{SELECT extversion
-			  || ' ' || has_function_privilege('app', 'pay_succeed(text, text, integer, jsonb)', 'EXECUTE')
+			  || ' ' || has_function_privilege('app', 'pay_succeed(text, text, bigint, jsonb)', 'EXECUTE')
 			  || ' ' || has_table_privilege('app', 'pay_ledger', 'SELECT')
 			  || ' ' || has_function_privilege('app', 'pay_reset(text, text)', 'EXECUTE')
 			  || ' ' || has_function_privilege('ops', 'pay_reset(text, text)', 'EXECUTE')
