@@ -5,6 +5,10 @@
 -- The last section installs 1.3, which keeps 1.3's answers until it is
 -- updated.
 
+-- The refusals are caught in subtransactions, where a claim is refused
+-- unless allowed (claim_durable's test).
+SET idempotent_pay.claim_in_transaction = allow;
+
 CREATE FUNCTION params_outcome(statement text) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -218,6 +222,7 @@ SELECT current_database() AS regression_database \gset
 CREATE DATABASE params13;
 \c params13
 SET client_min_messages = warning;
+SET idempotent_pay.claim_in_transaction = allow;
 CREATE EXTENSION idempotent_pay VERSION '1.3';
 CREATE ROLE params13_app;
 SELECT pay_grant('params13_app');
