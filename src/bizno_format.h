@@ -36,6 +36,12 @@
 /* the longest bizNo we ever generate, without the terminating NUL */
 #define BIZNO_MAX_LEN \
 	(BIZNO_PREFIX_MAX_LEN + 1 + BIZNO_BIZ_ID_MAX_LEN + BIZNO_TAIL_LEN)
+/*
+ * The generator tries the 1024 values of the two digits before the last
+ * one of the uniqueness part in the order of t * BIZNO_SEARCH_STRIDE mod
+ * 1024, t = 0, 1, ... (bizno_format).
+ */
+#define BIZNO_SEARCH_STRIDE		719
 
 /* Milliseconds since 1970-01-01 00:00:00 UTC of 10000-01-01, exclusive. */
 /* the prefix of refunds of payments keyed by another system */
