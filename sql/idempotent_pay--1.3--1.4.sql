@@ -3,6 +3,35 @@
 \echo Use "ALTER EXTENSION idempotent_pay UPDATE TO '1.4'" to load this file. \quit
 
 
+-- Keys are what they claim to be.  pay_open, pay_open_claim, pay_claim and
+-- pay_begin bind 1.4's entry points: a key the ledger does not have starts
+-- a payment only when it is a bizNo, or a key of another system under
+-- idempotent_pay.foreign_keys = accept; a key shaped like a bizNo that is
+-- none, or one that starts with a prefix this database issues, is 22P02; a
+-- biz_id that is a bizNo is 22023.  Same signatures, so CREATE OR REPLACE
+-- keeps grants and dependants.
+CREATE OR REPLACE FUNCTION @extschema@.pay_open(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_open_1_4'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_claim(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
+RETURNS @extschema@.pay_claim
+AS 'MODULE_PATHNAME', 'pay_claim_1_4'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_open_claim(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL,
+    OUT bizno text, OUT action @extschema@.pay_action, OUT attempt integer, OUT status @extschema@.pay_status,
+    OUT channel_ref text, OUT response jsonb)
+RETURNS record
+AS 'MODULE_PATHNAME', 'pay_open_claim_1_4'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+CREATE OR REPLACE FUNCTION @extschema@.pay_begin(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
+RETURNS @extschema@.pay_action
+AS 'MODULE_PATHNAME', 'pay_begin_1_4'
+LANGUAGE C VOLATILE SECURITY DEFINER;
+
 -- Last: the initial privileges (pg_init_privs) back to what the complete
 -- script records, the owner's and PUBLIC's alone.  PostgreSQL records the
 -- whole ACL of every object an update script creates or replaces among its

@@ -801,7 +801,7 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE ROWS 170;
 
 CREATE FUNCTION @extschema@.pay_open(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL)
 RETURNS text
-AS 'MODULE_PATHNAME', 'pay_open_1_3'
+AS 'MODULE_PATHNAME', 'pay_open_1_4'
 LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_open(text, text, numeric, text) IS
@@ -809,7 +809,7 @@ COMMENT ON FUNCTION @extschema@.pay_open(text, text, numeric, text) IS
 
 CREATE FUNCTION @extschema@.pay_claim(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
 RETURNS @extschema@.pay_claim
-AS 'MODULE_PATHNAME', 'pay_claim_1_3'
+AS 'MODULE_PATHNAME', 'pay_claim_1_4'
 LANGUAGE C VOLATILE SECURITY DEFINER;
 
 COMMENT ON FUNCTION @extschema@.pay_claim(text, numeric, text) IS
@@ -819,7 +819,7 @@ CREATE FUNCTION @extschema@.pay_open_claim(prefix text, biz_id text, amount nume
     OUT bizno text, OUT action @extschema@.pay_action, OUT attempt integer, OUT status @extschema@.pay_status,
     OUT channel_ref text, OUT response jsonb)
 RETURNS record
-AS 'MODULE_PATHNAME', 'pay_open_claim_1_3'
+AS 'MODULE_PATHNAME', 'pay_open_claim_1_4'
 LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_open_claim(text, text, numeric, text) IS
@@ -828,7 +828,7 @@ COMMENT ON FUNCTION @extschema@.pay_open_claim(text, text, numeric, text) IS
 -- pay_begin answers the decision alone, as it did before pay_claim existed.
 CREATE FUNCTION @extschema@.pay_begin(bizno text, amount numeric DEFAULT NULL, currency text DEFAULT NULL)
 RETURNS @extschema@.pay_action
-AS 'MODULE_PATHNAME', 'pay_begin_1_3'
+AS 'MODULE_PATHNAME', 'pay_begin_1_4'
 LANGUAGE C VOLATILE SECURITY DEFINER;
 
 COMMENT ON FUNCTION @extschema@.pay_begin(text, numeric, text) IS

@@ -46,6 +46,10 @@ extern Datum pay_fail_1_3(PG_FUNCTION_ARGS);
 extern Datum pay_reset_1_3(PG_FUNCTION_ARGS);
 extern Datum pay_transition_1_3(PG_FUNCTION_ARGS);
 extern Datum pay_refund_open_1_3(PG_FUNCTION_ARGS);
+extern Datum pay_open_1_4(PG_FUNCTION_ARGS);
+extern Datum pay_begin_1_4(PG_FUNCTION_ARGS);
+extern Datum pay_claim_1_4(PG_FUNCTION_ARGS);
+extern Datum pay_open_claim_1_4(PG_FUNCTION_ARGS);
 extern Datum pay_confirm_second_charge(PG_FUNCTION_ARGS);
 
 #endif							/* PAY_API_H */

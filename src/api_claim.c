@@ -24,6 +24,11 @@
  * field (pay_amount_frozen, pay_currency_frozen, and pay_parameter_changed
  * under idempotent_pay.parameter_change = refuse).
  *
+ * 1.4's rules hold keys to what they claim to be: a key the ledger does not
+ * have starts a payment when it is a bizNo, or a key of another system the
+ * caller accepts (PayCheckNewKey); a bizNo is never the biz_id of a new
+ * business action.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -54,6 +59,10 @@ PG_FUNCTION_INFO_V1(pay_open_1_3);
 PG_FUNCTION_INFO_V1(pay_begin_1_3);
 PG_FUNCTION_INFO_V1(pay_claim_1_3);
 PG_FUNCTION_INFO_V1(pay_open_claim_1_3);
+PG_FUNCTION_INFO_V1(pay_open_1_4);
+PG_FUNCTION_INFO_V1(pay_begin_1_4);
+PG_FUNCTION_INFO_V1(pay_claim_1_4);
+PG_FUNCTION_INFO_V1(pay_open_claim_1_4);
 
 /*
  * Refuse (55000) a change of one field of a payment's amount -- the amount
@@ -237,6 +246,8 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 		if (!PayLedgerProbe(fcinfo, bizno, &row) &&
 			!AnswerFromArchive(catalog, bizno, &row))
 		{
+			if (api >= PAY_API_1_4)
+				PayCheckNewKey(catalog, bizno);
 			if (api >= PAY_API_1_2 && !amount->has_amount)
 				ereport(ERROR,
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -344,6 +355,12 @@ pay_begin_1_3(PG_FUNCTION_ARGS)
 	return BeginPayment(fcinfo, PAY_API_1_3);
 }
 
+Datum
+pay_begin_1_4(PG_FUNCTION_ARGS)
+{
+	return BeginPayment(fcinfo, PAY_API_1_4);
+}
+
 /*
  * The pay_claim composite of an action and the payment as it stands:
  * (action, attempt, status, channel_ref, response), with bizno in front
@@ -409,6 +426,12 @@ Datum
 pay_claim_1_3(PG_FUNCTION_ARGS)
 {
 	return ClaimPayment(fcinfo, PAY_API_1_3);
+}
+
+Datum
+pay_claim_1_4(PG_FUNCTION_ARGS)
+{
+	return ClaimPayment(fcinfo, PAY_API_1_4);
 }
 
 /*
@@ -477,6 +500,9 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 						 errdetail("Its archive was dropped; only the fact that it was archived is kept."),
 						 PayReason(PAY_REASON_ARCHIVED)));
 		}
+		/* a business action recorded with a bizNo for biz_id keeps working */
+		if (api >= PAY_API_1_4)
+			BiznoCheckBizIdIsNoBizno(biz_id);
 		bizno = PointerGetDatum(cstring_to_text_with_len(buf,
 														 BiznoGenerate(buf, VARDATA_ANY(prefix),
 																	   VARSIZE_ANY_EXHDR(prefix),
@@ -529,6 +555,12 @@ pay_open_1_3(PG_FUNCTION_ARGS)
 	return OpenPayment(fcinfo, PAY_API_1_3);
 }
 
+Datum
+pay_open_1_4(PG_FUNCTION_ARGS)
+{
+	return OpenPayment(fcinfo, PAY_API_1_4);
+}
+
 /*
  * pay_open_claim(prefix text, biz_id text, amount numeric, currency text,
  *				  OUT bizno, OUT action, OUT attempt, OUT status,
@@ -567,5 +599,11 @@ Datum
 pay_open_claim_1_3(PG_FUNCTION_ARGS)
 {
 	return OpenClaimPayment(fcinfo, PAY_API_1_3);
+}
+
+Datum
+pay_open_claim_1_4(PG_FUNCTION_ARGS)
+{
+	return OpenClaimPayment(fcinfo, PAY_API_1_4);
 }
 

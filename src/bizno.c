@@ -130,6 +130,23 @@ BiznoCheckParts(text *prefix, text *biz_id)
 }
 
 /*
+ * Raise 22023 when biz_id is a bizNo, or one mistyped (since 1.4): a
+ * business action is named by its own id, and a bizNo passed in its place
+ * would open a second payment of the action the bizNo names.  pay_open asks
+ * before it records a new business action.
+ */
+void
+BiznoCheckBizIdIsNoBizno(text *biz_id)
+{
+	if (bizno_resembles_generated(VARDATA_ANY(biz_id), VARSIZE_ANY_EXHDR(biz_id)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid bizNo biz_id \"%s\": it is a bizNo", text_to_cstring(biz_id)),
+				 errdetail("A biz_id is the business action's own id; a bizNo names a payment already."),
+				 errhint("To claim the payment of that bizNo, call pay_claim with it; to open one, pass the order's own id as biz_id.")));
+}
+
+/*
  * pay_bizno(prefix text, biz_id text) returns text
  */
 Datum

@@ -81,6 +81,8 @@ static const PayReasonSpec reasons[PAY_REASON_COUNT] = {
 	"Refund at most %s, the rest of the capture; a failed refund frees its share."},
 	[PAY_REASON_ARCHIVED] = {"pay_archived", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 	"This payment was archived; never charge it."},
+	[PAY_REASON_FOREIGN_KEY] = {"pay_foreign_key", ERRCODE_INVALID_TEXT_REPRESENTATION,
+	"Pass the bizNo that pay_open returned; to key payments by another system's ids, SET idempotent_pay.foreign_keys = accept for those calls."},
 	[PAY_REASON_DDL_REFUSED] = {"pay_ddl_refused", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 	"For deliberate maintenance, a superuser runs SET idempotent_pay.maintenance = on first: the DDL then passes and is recorded in pay_maintenance_log (doc/operations.md)."},
 };

@@ -57,6 +57,8 @@ typedef enum PayReasonId
 	PAY_REASON_REFUND_LIMIT,
 	/* since 1.3 */
 	PAY_REASON_ARCHIVED,
+	/* since 1.4 */
+	PAY_REASON_FOREIGN_KEY,
 	/* DDL on the extension's objects (ddl.c) */
 	PAY_REASON_DDL_REFUSED,
 	PAY_REASON_COUNT

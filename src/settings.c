@@ -28,12 +28,19 @@ int			pay_stuck_after_ms = 5 * 60 * 1000;
 char	   *pay_notify_channel = NULL;
 char	   *pay_journal_note = NULL;
 int			pay_parameter_change = PAY_PARAMETER_CHANGE_ALLOW;
+int			pay_foreign_keys = PAY_FOREIGN_KEYS_REFUSE;
 int			pay_max_response_bytes = 65536;
 bool		pay_maintenance = false;
 
 static const struct config_enum_entry retry_failed_options[] = {
 	{"auto", PAY_RETRY_AUTO, false},
 	{"manual", PAY_RETRY_MANUAL, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry foreign_keys_options[] = {
+	{"refuse", PAY_FOREIGN_KEYS_REFUSE, false},
+	{"accept", PAY_FOREIGN_KEYS_ACCEPT, false},
 	{NULL, 0, false}
 };
 
@@ -99,6 +106,21 @@ PayDefineSettings(void)
 							 &pay_parameter_change,
 							 PAY_PARAMETER_CHANGE_ALLOW, parameter_change_options,
 							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * Any role's: a caller that keys its payments by another system's ids
+	 * says so for its own calls.  Whatever it says, a key shaped like a
+	 * bizNo is held to the bizNo's checks.
+	 */
+	DefineCustomEnumVariable("idempotent_pay.foreign_keys",
+							 "Whether a key that is not a bizNo may start a new payment (since 1.4).",
+							 "refuse: 22P02 pay_foreign_key; "
+							 "accept: recorded as a payment keyed by another system.",
+							 &pay_foreign_keys,
+							 PAY_FOREIGN_KEYS_REFUSE, foreign_keys_options,
+							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
 

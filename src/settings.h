@@ -38,6 +38,14 @@ typedef enum PayParameterChange
 } PayParameterChange;
 extern int	pay_parameter_change;
 
+/* idempotent_pay.foreign_keys: may a key that is no bizNo start a payment? */
+typedef enum PayForeignKeys
+{
+	PAY_FOREIGN_KEYS_REFUSE,
+	PAY_FOREIGN_KEYS_ACCEPT
+} PayForeignKeys;
+extern int	pay_foreign_keys;
+
 /* idempotent_pay.max_response_bytes: the largest response stored */
 extern int	pay_max_response_bytes;
 

@@ -45,6 +45,8 @@ make_layout() {
 	for p in $(seq 0 $((PARTITIONS - 1))); do
 		port=${SHARD_PORTS[$((p % shards))]}
 		psql_on "$port" postgres -c "CREATE DATABASE b${shards}_p$p"
+		# the benchmark pays under keys of its own ('A1'), keys of another system
+		psql_on "$port" postgres -c "ALTER DATABASE b${shards}_p$p SET idempotent_pay.foreign_keys = accept"
 		psql_on "$port" "b${shards}_p$p" -c "SET client_min_messages = warning" \
 			-c "CREATE EXTENSION idempotent_pay"
 		options+=("p$p 'host=$PGHOST port=$port dbname=b${shards}_p$p'")

@@ -40,6 +40,8 @@ use Test::More;
 
 my $publisher = PostgreSQL::Test::Cluster->new('publisher');
 $publisher->init(allows_streaming => 'logical');
+# the payments here use keys of their own, keys of another system: accepted
+$publisher->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 $publisher->append_conf('postgresql.conf', "idempotent_pay.node_id = 1\n");
 $publisher->start;
 
@@ -47,6 +49,7 @@ $publisher->start;
 # publisher's space.
 my $subscriber = PostgreSQL::Test::Cluster->new('subscriber');
 $subscriber->init;
+$subscriber->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 $subscriber->append_conf('postgresql.conf', "idempotent_pay.node_id = 2\n");
 $subscriber->start;
 
