@@ -86,9 +86,9 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	"FROM %1$s.pay_ledger AS l WHERE l.bizno " EQ " $1 AND NOT EXISTS ("
 	"SELECT FROM %1$s.pay_journal AS j WHERE j.bizno " EQ " $1 AND j.from_status " EQ " l.status "
 	"AND j.to_status " EQ " l.status AND j.note " EQ " $2)",
-	/* the unique index on (prefix, biz_id) answers it */
+	/* the unique index on (prefix, biz_id), partial, answers it */
 	[PLAN_PREFIX_ISSUED] =
-	"SELECT FROM %1$s.pay_ledger WHERE prefix " EQ " $1 LIMIT 1",
+	"SELECT FROM %1$s.pay_ledger WHERE prefix " EQ " $1 AND biz_id IS NOT NULL LIMIT 1",
 	[PLAN_FIND_REFUND] =
 	"SELECT status, amount, currency, attempt, bizno FROM %1$s.pay_ledger "
 	"WHERE parent " EQ " $1 AND refund_key " EQ " $2",
