@@ -290,8 +290,8 @@ fits_tail(size_t i, unsigned char c)
 }
 
 /*
- * Whether the last len characters of s (BIZNO_TAIL_LEN - shift of them) are
- * a tail with one character dropped (shift 1) or added (shift -1): the tail
+ * Whether the last BIZNO_TAIL_LEN - shift characters of s, len long, are a
+ * tail with one character dropped (shift 1) or added (shift -1): the tail
  * read from its start and the tail read from its end must meet.
  */
 static bool
