@@ -28,6 +28,7 @@ OBJS = \
 	src/amount.o \
 	src/currency.o \
 	src/bizno_format.o \
+	src/prefixes.o \
 	src/refund.o \
 	src/trigger_common.o \
 	src/trigger_guard.o \
@@ -54,7 +55,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql) \
 REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive seams ddl replica_mode write_policy keys upgrade version13
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
-ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready
+ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready issued-prefix
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 # The specs key their payments by ids of their own ('NEW-1'), keys of another
 # system to the extension, so every session of theirs accepts them.

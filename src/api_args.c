@@ -16,6 +16,7 @@
 #include "api_args.h"
 #include "bizno.h"
 #include "compat.h"
+#include "prefixes.h"
 #include "reason.h"
 #include "settings.h"
 #include "write.h"
@@ -68,7 +69,8 @@ PayKeyArgument(FunctionCallInfo fcinfo, int argno)
  * own id, refused (22P02) whatever the caller accepts.  Any other key is
  * one of another system, recorded only under idempotent_pay.foreign_keys =
  * accept.  Keys the ledger has are never asked: they keep working.  The
- * ledger is read only for a key that is no bizNo.  Call it inside SPI.
+ * prefixes issued are known per backend (prefixes.c); a bizNo recorded is
+ * one of its prefix.  Call it inside SPI.
  */
 void
 PayCheckNewKey(const PayCatalog *catalog, Datum key)
@@ -81,7 +83,10 @@ PayCheckNewKey(const PayCatalog *catalog, Datum key)
 	char		expected_check;
 
 	if (bizno_parse(s, len, &parts, &expected_check) == BIZNO_VALID)
+	{
+		PayPrefixNoteIssued(catalog, parts.prefix, parts.prefix_len);
 		return;
+	}
 	if (bizno_resembles_generated(s, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
@@ -89,8 +94,7 @@ PayCheckNewKey(const PayCatalog *catalog, Datum key)
 				 errdetail("It is a bizNo with a character dropped or added, and is not recorded as a new payment."),
 				 errhint("Pass the bizNo exactly as pay_open returned it.")));
 	prefix_len = bizno_key_prefix_len(s, len);
-	if (prefix_len > 0 &&
-		PayLedgerHasPrefix(catalog, PointerGetDatum(cstring_to_text_with_len(s, (int) prefix_len))))
+	if (prefix_len > 0 && PayPrefixIsIssued(catalog, s, prefix_len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 				 errmsg("invalid bizNo: \"%s\"", text_to_cstring(t)),

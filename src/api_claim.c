@@ -45,6 +45,7 @@
 #include "catalog.h"
 #include "compat.h"
 #include "machine.h"
+#include "prefixes.h"
 #include "reason.h"
 #include "settings.h"
 #include "stats.h"
@@ -502,7 +503,10 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 		}
 		/* a business action recorded with a bizNo for biz_id keeps working */
 		if (api >= PAY_API_1_4)
+		{
 			BiznoCheckBizIdIsNoBizno(biz_id);
+			PayPrefixNoteIssued(catalog, VARDATA_ANY(prefix), VARSIZE_ANY_EXHDR(prefix));
+		}
 		bizno = PointerGetDatum(cstring_to_text_with_len(buf,
 														 BiznoGenerate(buf, VARDATA_ANY(prefix),
 																	   VARSIZE_ANY_EXHDR(prefix),

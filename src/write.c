@@ -42,7 +42,7 @@ PayLedgerFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, Ledger
 	return PaySqlFindOrder(catalog, prefix, biz_id, row);
 }
 
-/* Whether the ledger holds a bizNo of prefix: one this database issues. */
+/* Whether the ledger holds a bizNo of prefix (prefixes.c keeps the answer). */
 bool
 PayLedgerHasPrefix(const PayCatalog *catalog, Datum prefix)
 {

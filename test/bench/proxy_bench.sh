@@ -101,7 +101,8 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 echo "== setting up: a direct database on shard 1, and proxies in front of 1, 2 and 4 shards" >&2
-psql_on "${SHARD_PORTS[0]}" postgres -c "CREATE DATABASE bench_direct"
+psql_on "${SHARD_PORTS[0]}" postgres -c "CREATE DATABASE bench_direct" \
+	-c "ALTER DATABASE bench_direct SET idempotent_pay.foreign_keys = accept"
 psql_on "${SHARD_PORTS[0]}" bench_direct -c "SET client_min_messages = warning" \
 	-c "CREATE EXTENSION idempotent_pay"
 DATABASES[direct]="${SHARD_PORTS[0]} bench_direct"$'\n'
