@@ -48,6 +48,13 @@ typedef struct PrefixEntry
 
 static HTAB *prefixes = NULL;
 
+/*
+ * The keys of callers fill the table with the prefixes they start with:
+ * past this many, it starts again empty, so no caller can make a backend
+ * keep more.
+ */
+#define PREFIXES_KEPT			4096
+
 /* The entry of prefix, made empty (ledger invalid) if it is new. */
 static PrefixEntry *
 PrefixEntryOf(const char *prefix, size_t len)
@@ -56,6 +63,11 @@ PrefixEntryOf(const char *prefix, size_t len)
 	PrefixEntry *entry;
 	bool		found;
 
+	if (prefixes != NULL && hash_get_num_entries(prefixes) >= PREFIXES_KEPT)
+	{
+		hash_destroy(prefixes);
+		prefixes = NULL;
+	}
 	if (prefixes == NULL)
 	{
 		HASHCTL		ctl = {0};
