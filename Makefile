@@ -29,6 +29,7 @@ OBJS = \
 	src/amount.o \
 	src/currency.o \
 	src/bizno_format.o \
+	src/prefixes.o \
 	src/refund.o \
 	src/trigger_common.o \
 	src/trigger_guard.o \
@@ -52,16 +53,18 @@ PROXY_EXTENSION = idempotent_pay_proxy
 DATA = $(wildcard sql/$(EXTENSION)--*.sql) \
 	$(PROXY_EXTENSION).control $(wildcard sql/$(PROXY_EXTENSION)--*.sql)
 
-REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive seams ddl replica_mode write_policy claim_durable lookup verify params upgrade version13
+REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive seams ddl replica_mode write_policy claim_durable lookup verify params keys upgrade version13
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
-ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready archive-get
+ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready archive-get issued-prefix
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
-# The specs interleave claims that have not committed yet, inside
-# transaction blocks on purpose, so every session they open allows it
-# (regress claim_durable tests the refusal): isolationtester runs under
-# this launcher, and its connections read PGOPTIONS.
-ISOLATION_OPTS += --launcher='env PGOPTIONS=-cidempotent_pay.claim_in_transaction=allow'
+# isolationtester runs under this launcher, and its connections read
+# PGOPTIONS: every session of the specs allows claims inside transaction
+# blocks, which they interleave on purpose before committing (regress
+# claim_durable tests the refusal), and accepts keys of another system, as
+# the specs key their payments by ids of their own ('NEW-1'; regress keys
+# tests the refusal).
+ISOLATION_OPTS += --launcher='env PGOPTIONS="-cidempotent_pay.claim_in_transaction=allow -cidempotent_pay.foreign_keys=accept"'
 
 PG_CFLAGS += -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers
 

@@ -16,6 +16,14 @@ LANGUAGE C;
 -- The claims bind 1.4's entry points: another amount or currency of a known
 -- payment is refused by default (idempotent_pay.parameter_change =
 -- default), and an amount is at most idempotent_pay.max_amount.
+--
+-- Keys are what they claim to be.  pay_open, pay_open_claim, pay_claim and
+-- pay_begin bind 1.4's entry points: a key the ledger does not have starts
+-- a payment only when it is a bizNo, or a key of another system under
+-- idempotent_pay.foreign_keys = accept; a key shaped like a bizNo that is
+-- none, or one that starts with a prefix this database issues, is 22P02; a
+-- biz_id that is a bizNo is 22023.  Same signatures, so CREATE OR REPLACE
+-- keeps grants and dependants.
 CREATE OR REPLACE FUNCTION @extschema@.pay_open(prefix text, biz_id text, amount numeric, currency text DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'pay_open_1_4'

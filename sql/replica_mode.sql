@@ -106,9 +106,9 @@ SELECT status, attempt, channel_ref, updated_at FROM pay_ledger WHERE bizno = 'R
 SELECT pay_open('RM', 'ORDER-ARCHIVED', 10, 'EUR') AS archived \gset
 SELECT action FROM pay_claim(:'archived', 10, 'EUR');
 SELECT pay_succeed(:'archived', 'BANK-RM-2', 1) IS NOT NULL AS settled;
-SELECT payment_in('RM-ARCHIVED-KEY', 'SUCCESS');
+SELECT payment_in('rm-archived-key', 'SUCCESS');
 SET session_replication_role = replica;
-UPDATE pay_ledger SET updated_at = '2025-01-10 12:00+00' WHERE bizno IN (:'archived', 'RM-ARCHIVED-KEY');
+UPDATE pay_ledger SET updated_at = '2025-01-10 12:00+00' WHERE bizno IN (:'archived', 'rm-archived-key');
 RESET session_replication_role;
 SELECT pay_archive('2025-02-01') AS archived_payments;
 SELECT pay_bizno('RM', 'ORDER-ARCHIVED') AS same_action \gset
@@ -139,7 +139,7 @@ BEGIN
     END;
 END
 $f$;
-SELECT mode, insert_outcome(mode, 'RM-ARCHIVED-KEY') AS archived_key,
+SELECT mode, insert_outcome(mode, 'rm-archived-key') AS archived_key,
        insert_outcome(mode, :'archived') AS archived_bizno,
        insert_outcome(mode, :'same_action') AS archived_action
 FROM unnest(ARRAY['origin', 'replica', 'restoring']) AS mode;
@@ -149,12 +149,12 @@ FROM unnest(ARRAY['origin', 'replica', 'restoring']) AS mode;
 SET row_security = off;
 SET check_function_bodies = false;
 COPY pay_ledger (bizno, status, amount, currency) FROM stdin;
-RM-ARCHIVED-KEY	INIT	10	EUR
+rm-archived-key	INIT	10	EUR
 \.
 RESET row_security;
 RESET check_function_bodies;
-SELECT count(*) AS archived_rows_in_ledger FROM pay_ledger WHERE bizno IN ('RM-ARCHIVED-KEY', :'archived', :'same_action');
-SELECT outcome($$SELECT action FROM pay_claim('RM-ARCHIVED-KEY', 10, 'EUR')$$) AS late_retry;
+SELECT count(*) AS archived_rows_in_ledger FROM pay_ledger WHERE bizno IN ('rm-archived-key', :'archived', :'same_action');
+SELECT outcome($$SELECT action FROM pay_claim('rm-archived-key', 10, 'EUR')$$) AS late_retry;
 
 -- A restore's rows of payments not archived still come as they were.
 SET row_security = off;

@@ -16,7 +16,9 @@
 #include "api_args.h"
 #include "bizno.h"
 #include "compat.h"
+#include "prefixes.h"
 #include "reason.h"
+#include "settings.h"
 #include "write.h"
 
 const char *
@@ -57,6 +59,53 @@ PayKeyArgument(FunctionCallInfo fcinfo, int argno)
 				 errhint("Pass the bizNo the payment was opened with.")));
 	BiznoCheckKey(PG_GETARG_TEXT_PP(argno), &parts);
 	return PointerGetDatum(PG_GETARG_TEXT_PP(argno));
+}
+
+/*
+ * Since 1.4, hold a key the ledger does not have to what it claims to be
+ * before it is recorded as a new payment.  A bizNo passes.  A key that is
+ * a bizNo with a character dropped or added, or that starts with a prefix
+ * under which the ledger holds bizNos, is a mistyped bizNo or an order's
+ * own id, refused (22P02) whatever the caller accepts.  Any other key is
+ * one of another system, recorded only under idempotent_pay.foreign_keys =
+ * accept.  Keys the ledger has are never asked: they keep working.  The
+ * prefixes issued are known per backend (prefixes.c); a bizNo recorded is
+ * one of its prefix.  Call it inside SPI.
+ */
+void
+PayCheckNewKey(const PayCatalog *catalog, Datum key)
+{
+	text	   *t = DatumGetTextPP(key);
+	const char *s = VARDATA_ANY(t);
+	size_t		len = VARSIZE_ANY_EXHDR(t);
+	size_t		prefix_len;
+	BiznoParts	parts;
+	char		expected_check;
+
+	if (bizno_parse(s, len, &parts, &expected_check) == BIZNO_VALID)
+	{
+		PayPrefixNoteIssued(catalog, parts.prefix, parts.prefix_len);
+		return;
+	}
+	if (bizno_resembles_generated(s, len))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid bizNo: \"%s\"", text_to_cstring(t)),
+				 errdetail("It is a bizNo with a character dropped or added, and is not recorded as a new payment."),
+				 errhint("Pass the bizNo exactly as pay_open returned it.")));
+	prefix_len = bizno_key_prefix_len(s, len);
+	if (prefix_len > 0 && PayPrefixIsIssued(catalog, s, prefix_len))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid bizNo: \"%s\"", text_to_cstring(t)),
+				 errdetail("It starts with %.*s, a prefix this database issues bizNos under, but is no bizNo; it is not recorded as a new payment.",
+						   (int) prefix_len, s),
+				 errhint("Pass the bizNo pay_open returned for the order: prefix and biz_id are pay_open's arguments, not a key.")));
+	if (pay_foreign_keys != PAY_FOREIGN_KEYS_ACCEPT)
+		ereport(ERROR,
+				(errmsg("payment key \"%s\" is not a bizNo", text_to_cstring(t)),
+				 errdetail("A key of another system starts a payment only under idempotent_pay.foreign_keys = accept."),
+				 PayReason(PAY_REASON_FOREIGN_KEY)));
 }
 
 void

@@ -17,6 +17,7 @@
 #include "write_rows.h"
 
 extern Datum PayKeyArgument(FunctionCallInfo fcinfo, int argno);
+extern void PayCheckNewKey(const PayCatalog *catalog, Datum key);
 extern void PayRequireArgument(FunctionCallInfo fcinfo, int argno, const char *name);
 extern const char *PayBoundedTextArgument(FunctionCallInfo fcinfo, int argno, const char *what,
 										  int max_chars, PayApi api);

@@ -30,6 +30,11 @@
  * (idempotent_pay.parameter_change = default, which allows it under 1.3's
  * SQL) and bound an amount (idempotent_pay.max_amount).
  *
+ * 1.4's rules hold keys to what they claim to be: a key the ledger does not
+ * have starts a payment when it is a bizNo, or a key of another system the
+ * caller accepts (PayCheckNewKey); a bizNo is never the biz_id of a new
+ * business action.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -47,6 +52,7 @@
 #include "catalog.h"
 #include "compat.h"
 #include "machine.h"
+#include "prefixes.h"
 #include "reason.h"
 #include "settings.h"
 #include "stats.h"
@@ -307,6 +313,8 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 		if (!PayLedgerProbe(fcinfo, bizno, &row) &&
 			!AnswerFromArchive(catalog, bizno, &row))
 		{
+			if (api >= PAY_API_1_4)
+				PayCheckNewKey(catalog, bizno);
 			if (api >= PAY_API_1_2 && !amount->has_amount)
 				ereport(ERROR,
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -571,6 +579,12 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 								TextDatumGetCString(order[0]), TextDatumGetCString(order[1])),
 						 errdetail("Its archive was dropped; only the fact that it was archived is kept."),
 						 PayReason(PAY_REASON_ARCHIVED)));
+		}
+		/* a business action recorded with a bizNo for biz_id keeps working */
+		if (api >= PAY_API_1_4)
+		{
+			BiznoCheckBizIdIsNoBizno(biz_id);
+			PayPrefixNoteIssued(catalog, VARDATA_ANY(prefix), VARSIZE_ANY_EXHDR(prefix));
 		}
 		bizno = PointerGetDatum(cstring_to_text_with_len(buf,
 														 BiznoGenerate(buf, VARDATA_ANY(prefix),

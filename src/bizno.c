@@ -7,7 +7,8 @@
  * adds the clock, the randomness and the SQL interface.
  *
  * Uniqueness: a bizNo carries (node id, millisecond, uniqueness part), and
- * the uniqueness part is (process slot, counter).  The process slot
+ * the uniqueness part is (process slot, counter) and a last digit that
+ * bizno_format chooses with the check character.  The process slot
  * (PGPROC number) is held by one live backend at a time, so two concurrent
  * backends of one node never share a value.  In one backend the pair
  * (millisecond, counter) strictly increases: a new millisecond starts the
@@ -41,17 +42,20 @@
 	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000)
 
 /*
- * The uniqueness part: the process slot in the top SLOT_BITS bits, the
- * counter below.  A counter starts below COUNTER_START_LIMIT, so at least
- * as many ids again fit into one millisecond before it reaches
- * COUNTER_LIMIT and the millisecond is advanced instead.
+ * The uniqueness part below its mark (the 65th bit, bizno_format's): the
+ * process slot in the top SLOT_BITS bits, the counter below, and the last
+ * digit's DIGIT_BITS, which are not the counter's.  A counter starts below
+ * COUNTER_START_LIMIT, so at least as many ids again fit into one
+ * millisecond before it reaches COUNTER_LIMIT and the millisecond is
+ * advanced instead.
  */
 #define SLOT_BITS				18
-#define COUNTER_BITS			(64 - SLOT_BITS)
+#define DIGIT_BITS				5
+#define COUNTER_BITS			(64 - SLOT_BITS - DIGIT_BITS)
 #define COUNTER_LIMIT			(UINT64CONST(1) << COUNTER_BITS)
 #define COUNTER_START_LIMIT		(UINT64CONST(1) << (COUNTER_BITS - 1))
-/* the check character skips at most this many counter values */
-#define CHECK_SKIP_MARGIN		64
+/* bizno_format steps the counter past fewer values than this */
+#define CHECK_SKIP_MARGIN		2048
 
 /* The millisecond of the last bizNo this backend issued, -1 before any. */
 static int64 last_issued_ms = -1;
@@ -97,10 +101,10 @@ BiznoGenerate(char *buf, const char *prefix, size_t prefix_len,
 		last_issued_ms = now_ms;
 	}
 
-	unique = (slot << COUNTER_BITS) | next_counter;
+	unique = (slot << (COUNTER_BITS + DIGIT_BITS)) | (next_counter << DIGIT_BITS);
 	len = bizno_format(buf, prefix, prefix_len, biz_id, biz_id_len,
 					   last_issued_ms, pay_node_id, &unique);
-	next_counter = (unique & (COUNTER_LIMIT - 1)) + 1;
+	next_counter = ((unique >> DIGIT_BITS) & (COUNTER_LIMIT - 1)) + 1;
 	return len;
 }
 
@@ -124,6 +128,23 @@ BiznoCheckParts(text *prefix, text *biz_id)
 				 errdetail("A biz_id is 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'.",
 						   BIZNO_BIZ_ID_MAX_LEN),
 				 errhint("Fix the caller: the biz_id is the business action's own id, e.g. the order number.")));
+}
+
+/*
+ * Raise 22023 when biz_id is a bizNo, or one mistyped (since 1.4): a
+ * business action is named by its own id, and a bizNo passed in its place
+ * would open a second payment of the action the bizNo names.  pay_open asks
+ * before it records a new business action.
+ */
+void
+BiznoCheckBizIdIsNoBizno(text *biz_id)
+{
+	if (bizno_resembles_generated(VARDATA_ANY(biz_id), VARSIZE_ANY_EXHDR(biz_id)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid bizNo biz_id \"%s\": it is a bizNo", text_to_cstring(biz_id)),
+				 errdetail("A biz_id is the business action's own id; a bizNo names a payment already."),
+				 errhint("To claim the payment of that bizNo, call pay_claim with it; to open one, pass the order's own id as biz_id.")));
 }
 
 /*

@@ -14,6 +14,7 @@
 
 extern bool BiznoCheckKey(text *key, BiznoParts *parts);
 extern void BiznoCheckParts(text *prefix, text *biz_id);
+extern void BiznoCheckBizIdIsNoBizno(text *biz_id);
 extern size_t BiznoGenerate(char *buf, const char *prefix, size_t prefix_len,
 							const char *biz_id, size_t biz_id_len);
 

@@ -10,7 +10,8 @@
  *
  * PREFIX is 1-16 of [A-Z0-9]; BIZID is 1-64 of [A-Za-z0-9._:-]; the time
  * is UTC to the millisecond; NNNN the node id (0000-1023); U... thirteen
- * Crockford base-32 digits of the uniqueness part; C the check character,
+ * Crockford base-32 digits of the uniqueness part, the first of G-Z in the
+ * bizNos of 1.4 (marked) and of 0-F in those of 1.3; C the check character,
  * one of [0-9A-Z].
  *
  *-------------------------------------------------------------------------
@@ -35,6 +36,12 @@
 /* the longest bizNo we ever generate, without the terminating NUL */
 #define BIZNO_MAX_LEN \
 	(BIZNO_PREFIX_MAX_LEN + 1 + BIZNO_BIZ_ID_MAX_LEN + BIZNO_TAIL_LEN)
+/*
+ * The generator tries the 1024 values of the two digits before the last
+ * one of the uniqueness part in the order of t * BIZNO_SEARCH_STRIDE mod
+ * 1024, t = 0, 1, ... (bizno_format).
+ */
+#define BIZNO_SEARCH_STRIDE		719
 
 /* Milliseconds since 1970-01-01 00:00:00 UTC of 10000-01-01, exclusive. */
 /* the prefix of refunds of payments keyed by another system */
@@ -65,6 +72,8 @@ extern bool bizno_prefix_is_valid(const char *s, size_t len);
 extern bool bizno_biz_id_is_valid(const char *s, size_t len);
 extern bool bizno_key_is_valid(const char *s, size_t len);
 extern bool bizno_looks_generated(const char *s, size_t len);
+extern bool bizno_resembles_generated(const char *s, size_t len);
+extern size_t bizno_key_prefix_len(const char *s, size_t len);
 
 extern void bizno_action_of_foreign_key(const char *key, size_t len, BiznoParts *action);
 extern bool bizno_prefix_is_refund(const char *prefix, size_t len);

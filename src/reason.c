@@ -91,6 +91,8 @@ static const PayReasonSpec reasons[PAY_REASON_COUNT] = {
 	"This payment was archived; never charge it."},
 	[PAY_REASON_CLAIM_IN_TRANSACTION] = {"pay_claim_in_transaction", ERRCODE_ACTIVE_SQL_TRANSACTION,
 	"Claim in autocommit mode, so that the claim is committed when it answers, and call the bank after that. Code that claims inside a transaction and commits it before calling the bank may SET idempotent_pay.claim_in_transaction = allow."},
+	[PAY_REASON_FOREIGN_KEY] = {"pay_foreign_key", ERRCODE_INVALID_TEXT_REPRESENTATION,
+	"Pass the bizNo that pay_open returned; to key payments by another system's ids, SET idempotent_pay.foreign_keys = accept for those calls."},
 	[PAY_REASON_DDL_REFUSED] = {"pay_ddl_refused", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 	"For deliberate maintenance, a superuser runs SET idempotent_pay.maintenance = on first: the DDL then passes and is recorded in pay_maintenance_log (doc/operations.md)."},
 };

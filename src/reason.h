@@ -60,6 +60,7 @@ typedef enum PayReasonId
 	PAY_REASON_ARCHIVED,
 	/* since 1.4 */
 	PAY_REASON_CLAIM_IN_TRANSACTION,
+	PAY_REASON_FOREIGN_KEY,
 	/* DDL on the extension's objects (ddl.c) */
 	PAY_REASON_DDL_REFUSED,
 	PAY_REASON_COUNT

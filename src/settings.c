@@ -31,12 +31,19 @@ int			pay_claim_in_transaction = PAY_CLAIM_IN_TRANSACTION_REFUSE;
 int			pay_parameter_change = PAY_PARAMETER_CHANGE_DEFAULT;
 int64		pay_max_amount = 0;
 static char *pay_max_amount_text = NULL;
+int			pay_foreign_keys = PAY_FOREIGN_KEYS_REFUSE;
 int			pay_max_response_bytes = 65536;
 bool		pay_maintenance = false;
 
 static const struct config_enum_entry retry_failed_options[] = {
 	{"auto", PAY_RETRY_AUTO, false},
 	{"manual", PAY_RETRY_MANUAL, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry foreign_keys_options[] = {
+	{"refuse", PAY_FOREIGN_KEYS_REFUSE, false},
+	{"accept", PAY_FOREIGN_KEYS_ACCEPT, false},
 	{NULL, 0, false}
 };
 
@@ -164,6 +171,21 @@ PayDefineSettings(void)
 							 "is claimed again and charged twice; allow: for code that commits the claim itself before calling the bank.",
 							 &pay_claim_in_transaction,
 							 PAY_CLAIM_IN_TRANSACTION_REFUSE, claim_in_transaction_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * Any role's: a caller that keys its payments by another system's ids
+	 * says so for its own calls.  Whatever it says, a key shaped like a
+	 * bizNo is held to the bizNo's checks.
+	 */
+	DefineCustomEnumVariable("idempotent_pay.foreign_keys",
+							 "Whether a key that is not a bizNo may start a new payment (since 1.4).",
+							 "refuse: 22P02 pay_foreign_key; "
+							 "accept: recorded as a payment keyed by another system.",
+							 &pay_foreign_keys,
+							 PAY_FOREIGN_KEYS_REFUSE, foreign_keys_options,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);

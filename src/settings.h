@@ -67,6 +67,14 @@ extern int64 pay_max_amount;
 #define PAY_MAX_AMOUNT_LIMIT INT64CONST(922337203685477)
 #define PAY_MAX_AMOUNT_DEFAULT "100000000000000"
 
+/* idempotent_pay.foreign_keys: may a key that is no bizNo start a payment? */
+typedef enum PayForeignKeys
+{
+	PAY_FOREIGN_KEYS_REFUSE,
+	PAY_FOREIGN_KEYS_ACCEPT
+} PayForeignKeys;
+extern int	pay_foreign_keys;
+
 /* idempotent_pay.max_response_bytes: the largest response stored */
 extern int	pay_max_response_bytes;
 

@@ -42,6 +42,13 @@ PayLedgerFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, Ledger
 	return PaySqlFindOrder(catalog, prefix, biz_id, row);
 }
 
+/* Whether the ledger holds a bizNo of prefix (prefixes.c keeps the answer). */
+bool
+PayLedgerHasPrefix(const PayCatalog *catalog, Datum prefix)
+{
+	return PaySqlHasPrefix(catalog, prefix);
+}
+
 /* The row of refund refund_key of payment parent; the ledger has refunds. */
 bool
 PayLedgerFindRefund(const PayCatalog *catalog, Datum parent, Datum refund_key, LedgerRow *row)

@@ -30,6 +30,7 @@ extern bool PayLedgerProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 extern bool PayLedgerLock(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
 extern bool PayLedgerFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,
 							   LedgerRow *row);
+extern bool PayLedgerHasPrefix(const PayCatalog *catalog, Datum prefix);
 extern bool PayLedgerFindRefund(const PayCatalog *catalog, Datum parent, Datum refund_key,
 								LedgerRow *row);
 extern bool PayLedgerReadParent(const PayCatalog *catalog, Datum parent, Datum *currency,

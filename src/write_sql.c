@@ -40,6 +40,7 @@ typedef enum LedgerPlan
 	PLAN_SET_AMOUNT,
 	PLAN_FIND_ORDER,
 	PLAN_JOURNAL_SECOND_CHARGE,
+	PLAN_PREFIX_ISSUED,
 	/* since 1.2: the ledger has parent and refund_key */
 	PLAN_FIND_REFUND,
 	PLAN_READ_PARENT,
@@ -85,6 +86,9 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	"FROM %1$s.pay_ledger AS l WHERE l.bizno " EQ " $1 AND NOT EXISTS ("
 	"SELECT FROM %1$s.pay_journal AS j WHERE j.bizno " EQ " $1 AND j.from_status " EQ " l.status "
 	"AND j.to_status " EQ " l.status AND j.note " EQ " $2)",
+	/* the unique index on (prefix, biz_id), partial, answers it */
+	[PLAN_PREFIX_ISSUED] =
+	"SELECT FROM %1$s.pay_ledger WHERE prefix " EQ " $1 AND biz_id IS NOT NULL LIMIT 1",
 	[PLAN_FIND_REFUND] =
 	"SELECT status, amount, currency, attempt, bizno FROM %1$s.pay_ledger "
 	"WHERE parent " EQ " $1 AND refund_key " EQ " $2",
@@ -194,6 +198,7 @@ PreparePlans(const PayCatalog *catalog)
 		[PLAN_SET_AMOUNT] = {TEXTOID, NUMERICOID, TEXTOID},
 		[PLAN_FIND_ORDER] = {TEXTOID, TEXTOID},
 		[PLAN_JOURNAL_SECOND_CHARGE] = {TEXTOID, TEXTOID, TEXTOID},
+		[PLAN_PREFIX_ISSUED] = {TEXTOID},
 		[PLAN_FIND_REFUND] = {TEXTOID, TEXTOID},
 		[PLAN_READ_PARENT] = {TEXTOID},
 		[PLAN_INSERT_REFUND] = {TEXTOID, status, NUMERICOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
@@ -206,6 +211,7 @@ PreparePlans(const PayCatalog *catalog)
 		[PLAN_LOCK] = 1,[PLAN_INSERT] = 4,[PLAN_INSERT_STRICT] = 4,
 		[PLAN_SET_STATUS] = 3,[PLAN_SETTLE] = 7,[PLAN_SET_AMOUNT] = 3,
 		[PLAN_FIND_ORDER] = 2,[PLAN_JOURNAL_SECOND_CHARGE] = 3,
+		[PLAN_PREFIX_ISSUED] = 1,
 		[PLAN_FIND_REFUND] = 2,[PLAN_READ_PARENT] = 1,
 		[PLAN_INSERT_REFUND] = 7,[PLAN_INSERT_REFUND_STRICT] = 7,
 		[PLAN_FIND_ARCHIVED] = 1,[PLAN_FIND_ARCHIVED_ORDER] = 2,
@@ -354,6 +360,13 @@ PaySqlFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, LedgerRow
 	Datum		args[2] = {prefix, biz_id};
 
 	return ReadRow(catalog, PLAN_FIND_ORDER, args, row);
+}
+
+/* Whether the ledger holds a bizNo of prefix. */
+bool
+PaySqlHasPrefix(const PayCatalog *catalog, Datum prefix)
+{
+	return RunPlan(catalog, PLAN_PREFIX_ISSUED, &prefix, NULL) > 0;
 }
 
 /* The archived row of bizno, while its partition is kept. */

@@ -17,6 +17,7 @@
 #include "write_rows.h"
 
 extern bool PaySqlLock(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
+extern bool PaySqlHasPrefix(const PayCatalog *catalog, Datum prefix);
 extern bool PaySqlFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,
 							LedgerRow *row);
 extern bool PaySqlFindArchived(const PayCatalog *catalog, Datum bizno, LedgerRow *row);

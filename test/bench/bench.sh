@@ -238,6 +238,8 @@ durable_table() {
 
 echo "== setting up" >&2
 psql -X -q -d postgres -c "CREATE DATABASE $DB"
+# the benchmarks pay under keys of their own ('A1'), keys of another system
+psql -X -q -d postgres -c "ALTER DATABASE $DB SET idempotent_pay.foreign_keys = accept"
 sql -c "CREATE EXTENSION idempotent_pay" -f "$HERE/plpgsql_pay.sql" -f "$HERE/floor.sql" \
 	-f "$HERE/lean_pay.sql" >/dev/null
 sql >/dev/null <<'SQL'
@@ -459,6 +461,9 @@ instructions() {
 	pg_ctl -D "$INSTR_DIR/data" -l "$INSTR_DIR/server.log" -w \
 		-o "-c listen_addresses='' -k $INSTR_DIR -c fsync=off" start >/dev/null
 	instr_sql postgres -c "CREATE DATABASE instr" -c "CREATE DATABASE instr_archived"
+	# keys of their own ('W-api-1'), keys of another system, as $DB's
+	instr_sql postgres -c "ALTER DATABASE instr SET idempotent_pay.foreign_keys = accept" \
+		-c "ALTER DATABASE instr_archived SET idempotent_pay.foreign_keys = accept"
 	instr_sql instr -c "CREATE EXTENSION idempotent_pay" -f "$HERE/plpgsql_pay.sql" \
 		-f "$HERE/floor.sql" -f "$HERE/lean_pay.sql" >/dev/null
 	instr_sql instr_archived -c "CREATE EXTENSION idempotent_pay" >/dev/null
@@ -588,7 +593,8 @@ archive_bench() {
 	echo "== 9. retention: $ARCHIVE_PAYMENTS payments archived in batches of $ARCHIVE_BATCH, their month dropped" >&2
 	started=$SECONDS
 	for db in "${ARCHIVE_DBS[@]}"; do
-		psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+		psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" \
+			-c "ALTER DATABASE $db SET idempotent_pay.foreign_keys = accept"
 		DB=$db sql -c "CREATE EXTENSION idempotent_pay"
 	done
 	DB=bench_archived

@@ -45,6 +45,8 @@ make_layout() {
 	for p in $(seq 0 $((PARTITIONS - 1))); do
 		port=${SHARD_PORTS[$((p % shards))]}
 		psql_on "$port" postgres -c "CREATE DATABASE b${shards}_p$p"
+		# the benchmark pays under keys of its own ('A1'), keys of another system
+		psql_on "$port" postgres -c "ALTER DATABASE b${shards}_p$p SET idempotent_pay.foreign_keys = accept"
 		psql_on "$port" "b${shards}_p$p" -c "SET client_min_messages = warning" \
 			-c "CREATE EXTENSION idempotent_pay"
 		options+=("p$p 'host=$PGHOST port=$port dbname=b${shards}_p$p'")
@@ -99,7 +101,8 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 echo "== setting up: a direct database on shard 1, and proxies in front of 1, 2 and 4 shards" >&2
-psql_on "${SHARD_PORTS[0]}" postgres -c "CREATE DATABASE bench_direct"
+psql_on "${SHARD_PORTS[0]}" postgres -c "CREATE DATABASE bench_direct" \
+	-c "ALTER DATABASE bench_direct SET idempotent_pay.foreign_keys = accept"
 psql_on "${SHARD_PORTS[0]}" bench_direct -c "SET client_min_messages = warning" \
 	-c "CREATE EXTENSION idempotent_pay"
 DATABASES[direct]="${SHARD_PORTS[0]} bench_direct"$'\n'

@@ -5,8 +5,11 @@
  * Every input is parsed and validated as it comes: that must never crash,
  * and a VALID answer must describe a well-formed key.  Inputs of 16 bytes or
  * more also steer the generator: the bizNo formatted from their bytes must
- * parse back to exactly its parts, and one substitution or one adjacent
- * transposition chosen by the input must be caught by the check character.
+ * parse back to exactly its parts, and one substitution, one adjacent
+ * transposition, one dropped and one added character chosen by the input
+ * must be caught by the check (bizno_edits.c makes every such edit of ten
+ * thousand bizNos); a dropped or added character also leaves a key still
+ * recognised as a mistyped bizNo.
  * Only a check character the generator writes ever passes, even where
  * another fits the rest of the key; a failed check never names a check
  * character the generator cannot write, and says what the check character
@@ -56,10 +59,13 @@ check_arbitrary_input(const char *s, size_t size)
 	BiznoParseResult result = bizno_parse(s, size, &parts, &expected_check);
 
 	(void) bizno_looks_generated(s, size);
+	(void) bizno_resembles_generated(s, size);
+	(void) bizno_key_prefix_len(s, size);
 	if (result == BIZNO_VALID)
 	{
 		require(bizno_key_is_valid(s, size));
 		require(bizno_looks_generated(s, size));
+		require(bizno_resembles_generated(s, size));
 		require(is_issued_check(s[size - 1]));
 		require(bizno_prefix_is_valid(parts.prefix, parts.prefix_len));
 		require(bizno_biz_id_is_valid(parts.biz_id, parts.biz_id_len));
@@ -83,7 +89,7 @@ check_generated(const uint8_t *data, size_t size)
 	int			node_id = (data[10] << 8 | data[11]) % (BIZNO_NODE_ID_MAX + 1);
 	uint64_t	unique = read_u64(data + 8) >> 1;
 	char		bizno[BIZNO_MAX_LEN + 1];
-	char		mutant[BIZNO_MAX_LEN + 1];
+	char		mutant[BIZNO_MAX_LEN + 2];
 	size_t		len;
 	BiznoParts	parts;
 	char		expected_check;
@@ -131,6 +137,21 @@ check_generated(const uint8_t *data, size_t size)
 		result = bizno_parse(mutant, len, &parts, &expected_check);
 		require(result != BIZNO_VALID && result != BIZNO_UNISSUED_CHECK);
 	}
+
+	/* one character dropped: caught, and still taken for a bizNo */
+	position = data[12] % len;
+	memcpy(mutant, bizno, position);
+	memcpy(mutant + position, bizno + position + 1, len - position);
+	require(bizno_parse(mutant, len - 1, &parts, &expected_check) != BIZNO_VALID);
+	require(bizno_resembles_generated(mutant, len - 1));
+
+	/* one character added: caught, and still taken for a bizNo */
+	position = data[15] % (len + 1);
+	memcpy(mutant, bizno, position);
+	mutant[position] = key_alphabet[data[14] % 66];
+	memcpy(mutant + position + 1, bizno + position, len - position + 1);
+	require(bizno_parse(mutant, len + 1, &parts, &expected_check) != BIZNO_VALID);
+	require(bizno_resembles_generated(mutant, len + 1));
 
 	/*
 	 * another last digit of the uniqueness part, which the generator may

@@ -1,6 +1,6 @@
 -- The bizNo contract, as a user checks it.
 BEGIN;
-SELECT plan(26);
+SELECT plan(33);
 
 SELECT has_function('pay_bizno', ARRAY['text', 'text']);
 SELECT function_returns('pay_bizno', ARRAY['text', 'text'], 'text');
@@ -28,6 +28,27 @@ SELECT is(pay_bizno_valid('PAY-ORD001-20261130065033976-0000-366VRA961WVWE0'), f
 SELECT is(pay_bizno_valid('SHOP-1-20261203174955808-0000-0066E619TAX2Ra'), false,
           'a check character outside 0-9A-Z is never right, even where it fits');
 SELECT is(pay_bizno_valid(NULL), NULL, 'pay_bizno_valid(NULL) is NULL');
+SELECT is(pay_bizno_valid('PAY-ORD001-20261204012157362-0000-G064VEFC56FY4Y'), true,
+          'a bizNo of 1.4 is valid');
+SELECT is(pay_bizno_valid('PAY-ORD01-20261204012157362-0000-G064VEFC56FY4Y'), false,
+          'a dropped character is caught');
+SELECT is(pay_bizno_valid('PAY-ORD0001-20261204012157362-0000-G064VEFC56FY4Y'), false,
+          'a doubled character is caught');
+SELECT is(pay_bizno_valid('PAY-ORD001-20261204012157362-0000-G064VEFC56F4Y'), false,
+          'a character dropped from the uniqueness part is caught');
+
+-- Since 1.4 a key the ledger does not have is a bizNo, or a key of another
+-- system the caller accepts; a biz_id is never a bizNo.  The suites accept
+-- keys of another system (test/run); the default refuses them.
+SET LOCAL idempotent_pay.foreign_keys = refuse;
+SELECT throws_ok($$SELECT pay_claim('ORDER-7', 10, 'EUR')$$, '22P02',
+                 'payment key "ORDER-7" is not a bizNo',
+                 'a key of another system is refused by default');
+SELECT throws_ok($$SELECT pay_claim('PAY-ORD01-20261204012157362-0000-G064VEFC56FY4Y', 10, 'EUR')$$,
+                 '22P02', NULL, 'a bizNo with a character dropped is never a new payment');
+SELECT throws_ok($$SELECT pay_open('PAY', 'PAY-ORD001-20261204012157362-0000-G064VEFC56FY4Y', 10, 'EUR')$$,
+                 '22023', NULL, 'a biz_id that is a bizNo is refused');
+RESET idempotent_pay.foreign_keys;
 SELECT is(pay_bizno_valid(repeat('-', 100000)), false, 'pay_bizno_valid never raises');
 
 SELECT throws_ok($$SELECT pay_bizno('pay', 'X')$$, '22023',

@@ -16,6 +16,8 @@ my $payments_per_worker = 20_000;    # far more than fit before the crash
 
 my $node = PostgreSQL::Test::Cluster->new('crash');
 $node->init;
+# the payments here use keys of their own, keys of another system: accepted
+$node->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 $node->append_conf('postgresql.conf', "restart_after_crash = on\nlog_statement = none\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION idempotent_pay');

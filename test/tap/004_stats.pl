@@ -11,6 +11,8 @@ use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('stats');
 $node->init;
+# the payments here use keys of their own, keys of another system: accepted
+$node->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotent_pay'");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION idempotent_pay');

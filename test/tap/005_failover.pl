@@ -37,6 +37,8 @@ my $acks_before_failover = 500;      # per worker, before the primary dies
 # standby of its own.
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
+# the payments here use keys of their own, keys of another system: accepted
+$primary->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 $primary->append_conf('postgresql.conf', "log_statement = none\n");
 $primary->start;
 $primary->backup('base');

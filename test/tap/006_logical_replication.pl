@@ -44,12 +44,15 @@ $publisher->init(allows_streaming => 'logical');
 # since 1.4 that takes the operator's idempotent_pay.parameter_change = allow.
 $publisher->append_conf('postgresql.conf',
 	"idempotent_pay.node_id = 1\nidempotent_pay.parameter_change = allow\n");
+# the payments here use keys of their own, keys of another system: accepted
+$publisher->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 $publisher->start;
 
 # Its own node id, so bizNos it issues once in service never come from the
 # publisher's space.
 my $subscriber = PostgreSQL::Test::Cluster->new('subscriber');
 $subscriber->init;
+$subscriber->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 $subscriber->append_conf('postgresql.conf', "idempotent_pay.node_id = 2\n");
 $subscriber->start;
 

@@ -48,6 +48,8 @@ for my $i (0 .. $shard_count - 1)
 {
 	my $node = PostgreSQL::Test::Cluster->new("shard$i");
 	$node->init;
+	# the payments here use keys of their own, keys of another system: accepted
+	$node->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 	$node->append_conf('postgresql.conf',
 		"shared_preload_libraries = 'idempotent_pay'\nidempotent_pay.node_id = "
 		  . ($i + 1) . "\nlog_statement = none\n");

@@ -16,6 +16,8 @@ use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('audit');
 $node->init;
+# the payments here use keys of their own, keys of another system: accepted
+$node->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 $node->append_conf(
 	'postgresql.conf', q{
 shared_preload_libraries = 'pgaudit'

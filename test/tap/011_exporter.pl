@@ -41,6 +41,8 @@ my $stuck_after = 5;
 
 my $node = PostgreSQL::Test::Cluster->new('exporter');
 $node->init;
+# the payments here use keys of their own, keys of another system: accepted
+$node->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotent_pay'");
 $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE payments');

@@ -21,6 +21,8 @@ my $dir = PostgreSQL::Test::Utils::tempdir;
 
 my $node = PostgreSQL::Test::Cluster->new('counts');
 $node->init;
+# the payments here use keys of their own, keys of another system: accepted
+$node->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 $node->append_conf('postgresql.conf',
 	"shared_preload_libraries = 'idempotent_pay'\nrestart_after_crash = on\nmax_wal_size = 4GB\n");
 $node->start;

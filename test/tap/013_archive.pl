@@ -51,6 +51,8 @@ my $major = $ENV{PG_MAJOR} // 'this major';
 
 my $node = PostgreSQL::Test::Cluster->new('archive');
 $node->init;
+# the payments here use keys of their own, keys of another system: accepted
+$node->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 my $pg_cron = -f $node->config_data('--pkglibdir') . '/pg_cron.so';
 $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE payments');
@@ -212,20 +214,20 @@ SKIP:
 
 	my $old = '2025-03-10 12:00:00+00';
 	my @payments = (
-		{ key => 'CRON-SUCCESS', amount => 10, state => 'SUCCESS', at => $old },
-		{ key => 'CRON-FAILED', amount => 11, state => 'FAILED', at => $old },
+		{ key => 'CRONJOB-SUCCESS', amount => 10, state => 'SUCCESS', at => $old },
+		{ key => 'CRONJOB-FAILED', amount => 11, state => 'FAILED', at => $old },
 		{ prefix => 'CRON', biz_id => 'ORDER-INIT', amount => 12, state => 'INIT', at => $old },
 		{ prefix => 'CRON', biz_id => 'ORDER-PAID', amount => 13, state => 'SUCCESS', at => $old },
-		{ key => 'CRON-PROCESSING', amount => 14, state => 'PROCESSING', at => $old },
+		{ key => 'CRONJOB-PROCESSING', amount => 14, state => 'PROCESSING', at => $old },
 		{
-			key => 'CRON-REFUNDED', amount => 15, state => 'SUCCESS', at => $old,
+			key => 'CRONJOB-REFUNDED', amount => 15, state => 'SUCCESS', at => $old,
 			refunds => [ { key => 'R1', amount => 5, state => 'SUCCESS' } ]
 		},
 		{
-			key => 'CRON-REFUNDING', amount => 16, state => 'SUCCESS', at => $old,
+			key => 'CRONJOB-REFUNDING', amount => 16, state => 'SUCCESS', at => $old,
 			refunds => [ { key => 'R1', amount => 6, state => 'PROCESSING' } ]
 		},
-		{ key => 'CRON-RECENT', amount => 17, state => 'SUCCESS' },);
+		{ key => 'CRONJOB-RECENT', amount => 17, state => 'SUCCESS' },);
 	pay($db, $_) for @payments;
 	age($db, \@payments);
 
@@ -305,8 +307,8 @@ SKIP:
 			  sort keys %$expected),
 		'pay_archive_verify: each month as archived, no problem');
 	is($node->safe_psql($db, 'SELECT count(*) FROM pay_verify()'), 0, 'pay_verify() is empty');
-	is( $node->safe_psql($db, $outcome . q{SELECT pg_temp.outcome($$SELECT pay_begin('CRON-SUCCESS', 10, 'EUR')$$)
-		|| ', ' || pg_temp.outcome($$SELECT pay_begin('CRON-FAILED', 11, 'EUR')$$)}),
+	is( $node->safe_psql($db, $outcome . q{SELECT pg_temp.outcome($$SELECT pay_begin('CRONJOB-SUCCESS', 10, 'EUR')$$)
+		|| ', ' || pg_temp.outcome($$SELECT pay_begin('CRONJOB-FAILED', 11, 'EUR')$$)}),
 		'ALREADY_SUCCEEDED, 55000 pay_archived',
 		'late retries of archived keys: answered from the archive, or refused');
 	is($node->safe_psql($db, 'SELECT count(*) FROM cron.job'), 0, 'pg_cron: both jobs unscheduled');

@@ -18,6 +18,8 @@ use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('restore_privileges');
 $node->init;
+# the payments here use keys of their own, keys of another system: accepted
+$node->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 $node->start;
 
 $node->safe_psql('postgres', 'CREATE ROLE app; CREATE ROLE ops; CREATE ROLE leaver');

@@ -155,6 +155,8 @@ my %call = (
 
 my $node = PostgreSQL::Test::Cluster->new('privileges');
 $node->init;
+# the payments here use keys of their own, keys of another system: accepted
+$node->append_conf('postgresql.conf', "idempotent_pay.foreign_keys = accept\n");
 # preloaded, as in production: the stats functions then read and reset the
 # shared counters rather than answering without them
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotent_pay'");
