@@ -13,7 +13,7 @@ SELECT action, attempt FROM pay_claim('CD-PAID', 10, 'EUR');
 SHOW idempotent_pay.claim_in_transaction;
 SELECT pay_succeed('CD-PAID', 'BANK-CD-1', 1);
 SELECT action, attempt FROM pay_claim('CD-IN-FLIGHT', 10, 'EUR');
-SELECT pay_open('CD', 'order-1', 10, 'EUR') AS order_bizno \gset
+SELECT pay_open('CDSHOP', 'order-1', 10, 'EUR') AS order_bizno \gset
 
 -- Inside BEGIN: a new payment, one in flight, one paid, an opened one --
 -- refused whatever the answer would be, so that a caller meets it on the
@@ -32,18 +32,18 @@ BEGIN;
 SELECT pay_begin(:'order_bizno');
 ROLLBACK;
 BEGIN;
-SELECT action FROM pay_open_claim('CD', 'order-2', 10, 'EUR');
+SELECT action FROM pay_open_claim('CDSHOP', 'order-2', 10, 'EUR');
 ROLLBACK;
 -- Nothing was written by the refused calls.
 SELECT CASE WHEN bizno = :'order_bizno' THEN 'CD order-1' ELSE bizno END AS payment, status, attempt
-FROM pay_ledger WHERE bizno LIKE 'CD-%' ORDER BY created_at, bizno;
+FROM pay_ledger WHERE bizno LIKE 'CD-%' OR bizno = :'order_bizno' ORDER BY created_at, bizno;
 
 -- Calls that never answer PROCEED run inside a transaction as before: a
 -- reconciler settles in one (pay_stuck's locks last until it commits).
 BEGIN;
 SELECT bizno FROM pay_stuck('0 seconds') WHERE bizno = 'CD-IN-FLIGHT';
 SELECT pay_succeed('CD-IN-FLIGHT', 'BANK-CD-2', 1);
-SELECT pay_open('CD', 'order-1', 10, 'EUR') = :'order_bizno' AS same_bizno;
+SELECT pay_open('CDSHOP', 'order-1', 10, 'EUR') = :'order_bizno' AS same_bizno;
 COMMIT;
 
 -- Several statements of one query are one transaction block too, as are a
@@ -69,7 +69,7 @@ SELECT count(*) AS recorded FROM pay_ledger WHERE bizno = 'CD-NEW';
 -- EXCEPTION clause around it (the statement commits it).
 SELECT action, attempt FROM pay_claim('CD-NEW', 10, 'EUR');
 SELECT action, attempt FROM pay_claim('CD-NEW', 10, 'EUR');
-SELECT action, attempt FROM pay_open_claim('CD', 'order-2', 10, 'EUR');
+SELECT action, attempt FROM pay_open_claim('CDSHOP', 'order-2', 10, 'EUR');
 SELECT pay_begin(:'order_bizno');
 CREATE FUNCTION cd_claim(key text) RETURNS pay_action
 LANGUAGE plpgsql AS $$

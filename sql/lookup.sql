@@ -55,8 +55,8 @@ SELECT attempt FROM pay_claim('LK-RETRIED', 30, 'EUR');
 SELECT pay_fail('LK-RETRIED', 'timeout', 1), pay_reset('LK-RETRIED', 'retry');
 SELECT attempt FROM pay_claim('LK-RETRIED', 30, 'EUR');
 SELECT pay_succeed('LK-RETRIED', 'BANK-RETRIED', 2);
-SELECT pay_open('LK', 'ORDER-INIT', 7, 'EUR') AS order_init \gset
-SELECT pay_open('LK', 'ORDER-PAID', 12.50, 'EUR') AS order_paid \gset
+SELECT pay_open('LKSHOP', 'ORDER-INIT', 7, 'EUR') AS order_init \gset
+SELECT pay_open('LKSHOP', 'ORDER-PAID', 12.50, 'EUR') AS order_paid \gset
 SELECT (pay_claim(:'order_paid', 12.50, 'EUR')).action, pay_succeed(:'order_paid', 'BANK-ORDER', 1);
 SELECT pay_refund_open(:'order_paid', 'R1', 4) AS refund \gset
 SELECT (pay_claim(:'refund', 4, 'EUR')).action, pay_succeed(:'refund', 'BANK-R1', 1);
@@ -72,7 +72,7 @@ RESET session_replication_role;
 -- never paid; a key of another system never paid.
 SELECT regexp_replace(:'order_paid', 'ORDER-PAID', 'ORDER-PIAD') AS swapped,
        left(:'order_paid', -1) || 'a' AS unissued_check,
-       pay_bizno('LK', 'ORDER-NEVER') AS never_paid \gset
+       pay_bizno('LKSHOP', 'ORDER-NEVER') AS never_paid \gset
 SELECT outcome(format('SELECT pay_bizno_valid(%L)', :'swapped')) AS swapped_valid,
        outcome(format('SELECT pay_bizno_valid(%L)', :'unissued_check')) AS unissued_valid,
        outcome(format('SELECT pay_bizno_valid(%L)', :'never_paid')) AS never_paid_valid;
@@ -100,15 +100,15 @@ INSERT INTO lookup_calls (call, shown) VALUES
     (format('SELECT * FROM pay_get(%L)', :'order_init'), 'pay_get(<ORDER-INIT''s bizNo>)'),
     (format('SELECT * FROM pay_get(%L)', :'order_paid'), 'pay_get(<ORDER-PAID''s bizNo>)'),
     (format('SELECT * FROM pay_get(%L)', :'refund'), 'pay_get(<its refund''s bizNo>)'),
-    ('SELECT * FROM pay_find(''LK'', ''ORDER-INIT'')', NULL),
-    ('SELECT * FROM pay_find(''LK'', ''ORDER-PAID'')', NULL),
-    ('SELECT * FROM pay_get(pay_bizno(''LK'', ''ORDER-PAID''))', NULL),
+    ('SELECT * FROM pay_find(''LKSHOP'', ''ORDER-INIT'')', NULL),
+    ('SELECT * FROM pay_find(''LKSHOP'', ''ORDER-PAID'')', NULL),
+    ('SELECT * FROM pay_get(pay_bizno(''LKSHOP'', ''ORDER-PAID''))', NULL),
     ('SELECT * FROM pay_get(''LK-PROCESSING'')', NULL),
     ('SELECT * FROM pay_get(''LK-LIVE'')', NULL),
     (format('SELECT * FROM pay_get(%L)', :'swapped'), 'pay_get(<ORDER-PAID''s bizNo, two characters swapped>)'),
     (format('SELECT * FROM pay_get(%L)', :'unissued_check'), 'pay_get(<ORDER-PAID''s bizNo, check character ''a''>)'),
     (format('SELECT * FROM pay_get(%L)', :'never_paid'), 'pay_get(<a bizNo of ORDER-NEVER>)'),
-    ('SELECT * FROM pay_find(''LK'', ''ORDER-NEVER'')', NULL),
+    ('SELECT * FROM pay_find(''LKSHOP'', ''ORDER-NEVER'')', NULL),
     ('SELECT * FROM pay_get(''LK-NEVER'')', NULL),
     ('SELECT * FROM pay_get(NULL)', NULL);
 CREATE FUNCTION lookup_calls_as(role name) RETURNS TABLE (n integer, answer text)
@@ -152,16 +152,16 @@ ORDER BY k.key COLLATE "C";
 RESET ROLE;
 -- the refusals' messages and hints
 SELECT regexp_replace(lookup_refusal(format('SELECT * FROM pay_get(%L)', :'swapped')),
-                      'LK-ORDER-PIAD-[0-9A-Z-]+', '<mistyped>') AS mistyped;
-SELECT regexp_replace(lookup_refusal($$SELECT * FROM pay_get(pay_bizno('LK', 'ORDER-PAID'))$$),
-                      'LK-ORDER-PAID-[0-9A-Z-]+', '<a bizNo>', 'g') AS another_bizno;
+                      'LKSHOP-ORDER-PIAD-[0-9A-Z-]+', '<mistyped>') AS mistyped;
+SELECT regexp_replace(lookup_refusal($$SELECT * FROM pay_get(pay_bizno('LKSHOP', 'ORDER-PAID'))$$),
+                      'LKSHOP-ORDER-PAID-[0-9A-Z-]+', '<a bizNo>', 'g') AS another_bizno;
 
 -- 2. The month dropped: what was archived is 55000 pay_archived, however it
 -- is looked up; the rest answers as before.
 DROP TABLE pay_ledger_archive_2024_05, pay_journal_archive_2024_05;
 SELECT * FROM lookup_answers;
 SELECT lookup_refusal('SELECT * FROM pay_get(''LK-SUCCESS'')') AS dropped;
-SELECT lookup_refusal('SELECT * FROM pay_find(''LK'', ''ORDER-PAID'')') AS dropped_order;
+SELECT lookup_refusal('SELECT * FROM pay_find(''LKSHOP'', ''ORDER-PAID'')') AS dropped_order;
 
 -- 3. The archive's tables stay the owner's: the functions read them as
 -- their owner, the roles themselves cannot.

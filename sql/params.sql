@@ -49,7 +49,7 @@ $$;
 -- every state: pay_parameter_changed while INIT or FAILED, where 1.3
 -- replaced it; pay_amount_frozen and pay_currency_frozen, as before, while
 -- PROCESSING or SUCCESS.
-SELECT pay_open('PRM', 'init', 10.00, 'EUR') AS init \gset
+SELECT pay_open('PRMSHOP', 'init', 10.00, 'EUR') AS init \gset
 SHOW idempotent_pay.parameter_change;
 SELECT action FROM pay_claim('PRM-PROCESSING', 10.00, 'EUR');
 SELECT action FROM pay_claim('PRM-SUCCESS', 10.00, 'EUR');
@@ -66,8 +66,8 @@ SELECT k.state,
        params_standing(k.key) AS standing
 FROM prm_keys AS k ORDER BY k.state;
 -- pay_open and pay_open_claim of the business action: the same rule.
-SELECT params_outcome($$SELECT pay_open('PRM', 'init', 12.00, 'EUR')$$) AS open_other_amount,
-       params_outcome($$SELECT bizno FROM pay_open_claim('PRM', 'init', 10.00, 'USD')$$) AS open_claim_other_currency;
+SELECT params_outcome($$SELECT pay_open('PRMSHOP', 'init', 12.00, 'EUR')$$) AS open_other_amount,
+       params_outcome($$SELECT bizno FROM pay_open_claim('PRMSHOP', 'init', 10.00, 'USD')$$) AS open_claim_other_currency;
 -- The refusal names the field and both values.
 SELECT params_refusal($$SELECT pay_claim('PRM-FAILED', 12.00, 'EUR')$$) AS amount_refusal;
 SELECT params_refusal($$SELECT pay_claim('PRM-FAILED', 10.00, 'USD')$$) AS currency_refusal;
@@ -99,11 +99,11 @@ RESET ROLE;
 -- (22003): by default 10^14, and never more than 922337203685477, so that
 -- every amount is a bigint count of minor units, 4 decimals (CLF) included.
 SHOW idempotent_pay.max_amount;
-SELECT params_outcome($$SELECT pay_open('PRM', 'at-bound', 100000000000000, 'EUR') IS NOT NULL$$) AS at_bound,
-       params_outcome($$SELECT pay_open('PRM', 'beyond', 100000000000000.01, 'EUR')$$) AS beyond_bound,
+SELECT params_outcome($$SELECT pay_open('PRMSHOP', 'at-bound', 100000000000000, 'EUR') IS NOT NULL$$) AS at_bound,
+       params_outcome($$SELECT pay_open('PRMSHOP', 'beyond', 100000000000000.01, 'EUR')$$) AS beyond_bound,
        params_outcome($$SELECT pay_claim('PRM-HUGE', 1e130000, 'EUR')$$) AS huge,
        params_outcome($$SELECT pay_begin('PRM-HUGE', 1e15, 'JPY')$$) AS begin_huge,
-       params_outcome($$SELECT bizno FROM pay_open_claim('PRM', 'huge', 1e20, 'USD')$$) AS open_claim_huge;
+       params_outcome($$SELECT bizno FROM pay_open_claim('PRMSHOP', 'huge', 1e20, 'USD')$$) AS open_claim_huge;
 SELECT params_refusal($$SELECT pay_claim('PRM-HUGE', 1e130000, 'EUR')$$) AS huge_refusal;
 SELECT count(*) AS huge_rows FROM pay_ledger WHERE bizno = 'PRM-HUGE' OR biz_id IN ('beyond', 'huge');
 -- By raw SQL too: the bookkeeping trigger holds every write.
@@ -114,10 +114,10 @@ SELECT params_outcome($$INSERT INTO pay_ledger (bizno, amount, currency) VALUES 
 SELECT params_outcome($$SELECT pay_refund_open('PRM-SUCCESS', 'R-HUGE', 1e15)$$) AS huge_refund;
 -- The operator sets the bound; a bound no bigint of minor units holds is refused.
 SET idempotent_pay.max_amount = '1000';
-SELECT params_outcome($$SELECT pay_open('PRM', 'over-1000', 1000.01, 'EUR')$$) AS over_1000,
-       params_outcome($$SELECT pay_open('PRM', 'at-1000', 1000.00, 'EUR') IS NOT NULL$$) AS at_1000;
+SELECT params_outcome($$SELECT pay_open('PRMSHOP', 'over-1000', 1000.01, 'EUR')$$) AS over_1000,
+       params_outcome($$SELECT pay_open('PRMSHOP', 'at-1000', 1000.00, 'EUR') IS NOT NULL$$) AS at_1000;
 SET idempotent_pay.max_amount = '922337203685477';
-SELECT pay_open('PRM', 'clf', 922337203685477.0000, 'CLF') IS NOT NULL AS largest_clf;
+SELECT pay_open('PRMSHOP', 'clf', 922337203685477.0000, 'CLF') IS NOT NULL AS largest_clf;
 SELECT (amount * 10000)::bigint AS clf_minor_units FROM pay_ledger WHERE biz_id = 'clf';
 SELECT params_outcome($$SET idempotent_pay.max_amount = '922337203685478'$$) AS above_limit,
        params_outcome($$SET idempotent_pay.max_amount = '0'$$) AS zero,
@@ -132,17 +132,17 @@ INSERT INTO prm_big VALUES
     ($$SELECT pay_claim(repeat('x', 1000000), 10, 'EUR')$$),
     ($$SELECT pay_claim('PRM-' || repeat('x', 1000000), 10, 'EUR')$$),
     ($$SELECT pay_open(repeat('P', 1000000), 'order', 10, 'EUR')$$),
-    ($$SELECT pay_open('PRM', repeat('x', 1000000), 10, 'EUR')$$),
-    ($$SELECT pay_open('PRM', 'order', 10, repeat('E', 1000000))$$),
-    ($$SELECT pay_open('PRM', 'order', 10, repeat('é', 500000))$$),
-    ($$SELECT pay_open('PRM', 'order', -1e130000, 'EUR')$$),
-    ($$SELECT pay_open('PRM', 'order', 1e-16383, 'EUR')$$),
+    ($$SELECT pay_open('PRMSHOP', repeat('x', 1000000), 10, 'EUR')$$),
+    ($$SELECT pay_open('PRMSHOP', 'order', 10, repeat('E', 1000000))$$),
+    ($$SELECT pay_open('PRMSHOP', 'order', 10, repeat('é', 500000))$$),
+    ($$SELECT pay_open('PRMSHOP', 'order', -1e130000, 'EUR')$$),
+    ($$SELECT pay_open('PRMSHOP', 'order', 1e-16383, 'EUR')$$),
     ($$SELECT pay_succeed(repeat('x', 1000000), 'REF', 1)$$),
     ($$SELECT pay_succeed('PRM-PROCESSING', repeat('r', 1000000), 1)$$),
     ($$SELECT pay_fail('PRM-PROCESSING', repeat('r', 1000000), 1)$$),
     ($$SELECT pay_refund_open('PRM-SUCCESS', repeat('k', 1000000), 1)$$),
     ($$SELECT pay_confirm_second_charge('PRM-SUCCESS', repeat('r', 1000000))$$),
-    ($$SELECT pay_bizno('PRM', repeat('x', 1000000))$$),
+    ($$SELECT pay_bizno('PRMSHOP', repeat('x', 1000000))$$),
     ($$SELECT * FROM pay_bizno_parse('PRM-' || repeat('x', 1000000) || '-20260101000000000-0000-0000000000000A')$$),
     ($$INSERT INTO pay_ledger (bizno, amount, currency) VALUES (repeat('x', 1000000), 10, 'EUR')$$);
 SELECT b.call, r.refusal IS DISTINCT FROM 'no error' AS refused,
@@ -163,8 +163,8 @@ SELECT length(r) AS guard_key_refusal_length, r LIKE '%(id)=(kkkk%... (100007 by
 FROM params_refusal($$DELETE FROM prm_orders WHERE length(id) > 1000$$) AS r;
 SELECT pay_unprotect('prm_orders');
 DROP TABLE prm_orders;
-SELECT params_refusal($$SELECT pay_open('PRM', repeat('x', 1000000), 10, 'EUR')$$) AS quoted;
-SELECT params_refusal($$SELECT pay_open('PRM', 'order', 10, repeat('é', 500000))$$) AS quoted_multibyte;
+SELECT params_refusal($$SELECT pay_open('PRMSHOP', repeat('x', 1000000), 10, 'EUR')$$) AS quoted;
+SELECT params_refusal($$SELECT pay_open('PRMSHOP', 'order', 10, repeat('é', 500000))$$) AS quoted_multibyte;
 
 -- 4. The attempt is taken as a smallint, an integer, a bigint, a quoted
 -- literal; NULL is still 22004; beyond an integer's range it is 22003.
@@ -223,6 +223,8 @@ CREATE DATABASE params13;
 \c params13
 SET client_min_messages = warning;
 SET idempotent_pay.claim_in_transaction = allow;
+-- keys of this file's own, keys of another system (regress keys tests the refusal)
+SET idempotent_pay.foreign_keys = accept;
 CREATE EXTENSION idempotent_pay VERSION '1.3';
 CREATE ROLE params13_app;
 SELECT pay_grant('params13_app');
@@ -259,8 +261,8 @@ SET idempotent_pay.parameter_change = refuse;
 SELECT params_outcome($$SELECT pay_claim('P13-FAILED', 13.00, 'EUR')$$) AS refused_under_1_3;
 RESET idempotent_pay.parameter_change;
 ALTER EXTENSION idempotent_pay UPDATE TO '1.4';
-SELECT action FROM pay_claim('P13-AFTER', 10.00, 'EUR');
-SELECT pay_fail('P13-AFTER', 'declined', 1::bigint) AS bigint_attempt_after_update;
+SELECT action FROM pay_claim('P13X-AFTER', 10.00, 'EUR');
+SELECT pay_fail('P13X-AFTER', 'declined', 1::bigint) AS bigint_attempt_after_update;
 SELECT params_outcome($$SELECT pay_claim('P13-FAILED', 14.00, 'EUR')$$) AS other_amount_after_update,
        params_outcome($$SELECT pay_open('P13', 'huge-2', 1e20, 'EUR')$$) AS huge_after_update;
 SELECT has_function_privilege('params13_app', 'pay_succeed(text, text, bigint, jsonb)', 'EXECUTE')

@@ -21,6 +21,7 @@
 #include "utils/builtins.h"
 #include "utils/numeric.h"
 
+#include "compat.h"
 #include "reason.h"
 
 typedef struct PayReasonSpec
