@@ -30,22 +30,6 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
--- The message, detail and hint of the error a statement raises.
-CREATE FUNCTION lookup_refusal(statement text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    message text;
-    detail text;
-    hint text;
-BEGIN
-    EXECUTE statement;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS message = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
-    RETURN message || E'\n' || detail || E'\n' || hint;
-END
-$$;
-
 -- Payments in every state an archive takes, a refund, and two it leaves,
 -- last changed in May 2024 (set with the ledger's bookkeeping off, as a
 -- replica would write it); one of today.
@@ -151,17 +135,17 @@ FROM unnest(ARRAY['LK-SUCCESS', 'LK-LIVE']) AS k(key), LATERAL pay_get(k.key) AS
 ORDER BY k.key COLLATE "C";
 RESET ROLE;
 -- the refusals' messages and hints
-SELECT regexp_replace(lookup_refusal(format('SELECT * FROM pay_get(%L)', :'swapped')),
+SELECT regexp_replace(refusal(format('SELECT * FROM pay_get(%L)', :'swapped')),
                       'LKSHOP-ORDER-PIAD-[0-9A-Z-]+', '<mistyped>') AS mistyped;
-SELECT regexp_replace(lookup_refusal($$SELECT * FROM pay_get(pay_bizno('LKSHOP', 'ORDER-PAID'))$$),
+SELECT regexp_replace(refusal($$SELECT * FROM pay_get(pay_bizno('LKSHOP', 'ORDER-PAID'))$$),
                       'LKSHOP-ORDER-PAID-[0-9A-Z-]+', '<a bizNo>', 'g') AS another_bizno;
 
 -- 2. The month dropped: what was archived is 55000 pay_archived, however it
 -- is looked up; the rest answers as before.
 DROP TABLE pay_ledger_archive_2024_05, pay_journal_archive_2024_05;
 SELECT * FROM lookup_answers;
-SELECT lookup_refusal('SELECT * FROM pay_get(''LK-SUCCESS'')') AS dropped;
-SELECT lookup_refusal('SELECT * FROM pay_find(''LKSHOP'', ''ORDER-PAID'')') AS dropped_order;
+SELECT refusal('SELECT * FROM pay_get(''LK-SUCCESS'')') AS dropped;
+SELECT refusal('SELECT * FROM pay_find(''LKSHOP'', ''ORDER-PAID'')') AS dropped_order;
 
 -- 3. The archive's tables stay the owner's: the functions read them as
 -- their owner, the roles themselves cannot.
@@ -176,7 +160,7 @@ RESET ROLE;
 DROP VIEW lookup_answers;
 DROP FUNCTION lookup_calls_as(name);
 DROP TABLE lookup_calls;
-DROP FUNCTION lookup(text), lookup_refusal(text);
+DROP FUNCTION lookup(text);
 DROP OWNED BY regress_lookup_app, regress_lookup_operator;
 DROP ROLE regress_lookup_app, regress_lookup_operator;
 

@@ -33,6 +33,24 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
+-- The whole refusal a statement raises: message / detail / hint ('no
+-- error' if it raises none).
+CREATE FUNCTION refusal(statement text) RETURNS text
+SET idempotent_pay.claim_in_transaction = allow
+LANGUAGE plpgsql AS $$
+DECLARE
+    message text;
+    detail text;
+    hint text;
+BEGIN
+    EXECUTE statement;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS message = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+    RETURN message || ' / ' || coalesce(detail, '') || ' / ' || coalesce(hint, '');
+END
+$$;
+
 -- A payment of 10 EUR with this key in this state, made through the API
 -- (INIT by a plain insert, which the guard allows), settled under its first
 -- attempt with the reference REF-<key>.
