@@ -41,6 +41,9 @@ SELECT is(pay_bizno_valid('PAY-ORD001-20261204012157362-0000-G064VEFC56F4Y'), fa
 -- system the caller accepts; a biz_id is never a bizNo.  The suites accept
 -- keys of another system (test/run); the default refuses them.
 SET LOCAL idempotent_pay.foreign_keys = refuse;
+-- (pgTAP runs the file in one transaction, where a claim is refused unless
+-- allowed: api.sql tests that refusal)
+SET LOCAL idempotent_pay.claim_in_transaction = allow;
 SELECT throws_ok($$SELECT pay_claim('ORDER-7', 10, 'EUR')$$, '22P02',
                  'payment key "ORDER-7" is not a bizNo',
                  'a key of another system is refused by default');
@@ -49,6 +52,7 @@ SELECT throws_ok($$SELECT pay_claim('PAY-ORD01-20261204012157362-0000-G064VEFC56
 SELECT throws_ok($$SELECT pay_open('PAY', 'PAY-ORD001-20261204012157362-0000-G064VEFC56FY4Y', 10, 'EUR')$$,
                  '22023', NULL, 'a biz_id that is a bizNo is refused');
 RESET idempotent_pay.foreign_keys;
+RESET idempotent_pay.claim_in_transaction;
 SELECT is(pay_bizno_valid(repeat('-', 100000)), false, 'pay_bizno_valid never raises');
 
 SELECT throws_ok($$SELECT pay_bizno('pay', 'X')$$, '22023',
