@@ -4,7 +4,7 @@
 
 
 /* Parameters: a retry keeps its amount, amounts bounded, the attempt of any
-   integer type, the reconciler's response (issue 41) ---------------------- */
+   integer type, the reconciler's response ---------------------------------- */
 
 -- Every write of the ledger holds an amount to idempotent_pay.max_amount
 -- (22003), besides 1.3's rules (src/trigger_bookkeeping.c).
