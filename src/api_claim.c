@@ -28,12 +28,17 @@
  * is refused inside a transaction block: RefuseClaimInTransaction), refuse
  * by default another amount or currency of a known payment in every state
  * (idempotent_pay.parameter_change = default, which allows it under 1.3's
- * SQL) and bound an amount (idempotent_pay.max_amount).
+ * SQL), bound an amount (idempotent_pay.max_amount), and hold keys to what
+ * they claim to be: a key the ledger does not have starts a payment when it
+ * is a bizNo, or a key of another system the caller accepts
+ * (PayCheckNewKey); a bizNo is never the biz_id of a new business action.
  *
- * 1.4's rules hold keys to what they claim to be: a key the ledger does not
- * have starts a payment when it is a bizNo, or a key of another system the
- * caller accepts (PayCheckNewKey); a bizNo is never the biz_id of a new
- * business action.
+ * The order of 1.4's checks: a claim inside a transaction block is refused
+ * (25001) first, before its arguments are read, so there a NULL or
+ * malformed key is 25001 too; then the arguments (22004, 22P02, 22023,
+ * 22003 beyond max_amount); then, for a key neither the ledger nor the
+ * archive has, the key's own check (22P02, pay_foreign_key included)
+ * before a new payment's missing amount or currency (22004).
  *
  *-------------------------------------------------------------------------
  */
@@ -86,7 +91,8 @@ PG_FUNCTION_INFO_V1(pay_open_claim_1_4);
  * the bank charges again.  Drawing a new attempt instead would not help: a
  * new attempt is a new reference at the bank.  Refused whatever the answer
  * would be, so that a caller meets it on the first test, not with the first
- * new payment in production.  Called before anything is read or written.
+ * new payment in production.  Called before anything is read or written,
+ * and before the arguments are checked.
  * A pipeline's first statement cannot know that more will follow, as for
  * PreventInTransactionBlock.
  */
@@ -385,7 +391,8 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
  * payment without an amount (22004); the SQL of 1.0 and 1.1, still
  * installed until ALTER EXTENSION UPDATE, binds pay_begin, which records it
  * with none, as those versions did.  The SQL of 1.4 binds pay_begin_1_4,
- * which refuses to run inside a transaction block.
+ * which adds 1.4's rules (above), the refusal inside a transaction block
+ * first.
  */
 static Datum
 BeginPayment(FunctionCallInfo fcinfo, PayApi api)
@@ -515,8 +522,9 @@ pay_claim_1_4(PG_FUNCTION_ARGS)
 }
 
 /*
- * The bizNo of business action (prefix, biz_id): the recorded one (its
- * amount replaced while INIT or FAILED), or a new one recorded as INIT.
+ * The bizNo of business action (prefix, biz_id): the recorded one (another
+ * amount or currency held to ApplyAmount's rules), or a new one recorded
+ * as INIT.
  * Call it inside SPI; the bizNo is in the caller's memory.
  */
 static Datum

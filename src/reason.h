@@ -28,7 +28,8 @@ typedef enum PayReasonId
 	PAY_REASON_STATUS_NULL,
 	/* pay_guard on the ledger, the journal and user tables */
 	PAY_REASON_APPEND_ONLY,
-	PAY_REASON_WRITTEN_BY_EXTENSION,
+	PAY_REASON_WRITTEN_BY_EXTENSION,	/* the journal and pay_maintenance_log,
+										 * since 1.4 */
 	PAY_REASON_PROTECTED_ROW,
 	PAY_REASON_FROZEN_COLUMN,
 	/* pay_guard on the ledger alone */

@@ -33,7 +33,7 @@ extern char *pay_journal_note;
 /*
  * idempotent_pay.parameter_change: may a known payment's amount change?
  * DEFAULT is the rule of the version whose SQL is installed: refuse since
- * 1.4, allow under 1.3's SQL (PayParameterChangeRefused).
+ * 1.4, allow under 1.3's SQL (ParameterChangeRefused, api_claim.c).
  */
 typedef enum PayParameterChange
 {
@@ -55,8 +55,8 @@ typedef enum PayClaimInTransaction
 extern int	pay_claim_in_transaction;
 
 /*
- * idempotent_pay.max_amount: the largest amount of a payment, a whole
- * number of the currency's units, since 1.4
+ * idempotent_pay.max_amount: the largest amount of a payment or refund, a
+ * whole number of the currency's units, since 1.4
  */
 extern int64 pay_max_amount;
 
