@@ -123,7 +123,7 @@ SELECT typ, typtype,
 FROM ddl_types ORDER BY typ::text;
 ROLLBACK;
 
--- the forms named in the brief of each refusal, one by one
+-- the forms each refusal of pay_refuse_ddl names, one by one
 BEGIN;
 SELECT pay_archive_partitions('2024-01-01');
 SELECT ddl_outcome($$CREATE RULE ddl_rule AS ON UPDATE TO pay_ledger DO INSTEAD NOTHING$$) AS create_rule,
