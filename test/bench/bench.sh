@@ -434,10 +434,12 @@ instr_count() {
 	payments "$contender" "$count" "$key" |
 		valgrind --tool=callgrind --callgrind-out-file=/dev/null \
 			--toggle-collect=debugStartup --toggle-collect=debugtup --collect-atstart=yes \
-			postgres --single -D "$INSTR_DIR/data" -c synchronous_commit=off "$db" >"$log" 2>&1
-	if grep -q -E '^(ERROR|FATAL|PANIC):' "$log"; then
+			postgres --single -D "$INSTR_DIR/data" -c synchronous_commit=off \
+			-c idempotent_pay.foreign_keys=accept "$db" >"$log" 2>&1
+	# the backend writes its log line prefix (time, pid) before the level
+	if grep -q -E '(^|\] )(ERROR|FATAL|PANIC):' "$log"; then
 		echo "callgrind of $contender in $db:" >&2
-		grep -m 3 -E '^(ERROR|FATAL|PANIC):' "$log" >&2
+		grep -m 3 -E '(^|\] )(ERROR|FATAL|PANIC):' "$log" >&2
 		return 1
 	fi
 	sed -n 's/^==[0-9]*== Collected : //p' "$log"
@@ -461,7 +463,9 @@ instructions() {
 	pg_ctl -D "$INSTR_DIR/data" -l "$INSTR_DIR/server.log" -w \
 		-o "-c listen_addresses='' -k $INSTR_DIR -c fsync=off" start >/dev/null
 	instr_sql postgres -c "CREATE DATABASE instr" -c "CREATE DATABASE instr_archived"
-	# keys of their own ('W-api-1'), keys of another system, as $DB's
+	# keys of their own ('W-api-1'), keys of another system, as $DB's; a
+	# single-user backend applies no database's settings, so instr_count
+	# passes it on its command line too
 	instr_sql postgres -c "ALTER DATABASE instr SET idempotent_pay.foreign_keys = accept" \
 		-c "ALTER DATABASE instr_archived SET idempotent_pay.foreign_keys = accept"
 	instr_sql instr -c "CREATE EXTENSION idempotent_pay" -f "$HERE/plpgsql_pay.sql" \
