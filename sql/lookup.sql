@@ -135,17 +135,17 @@ FROM unnest(ARRAY['LK-SUCCESS', 'LK-LIVE']) AS k(key), LATERAL pay_get(k.key) AS
 ORDER BY k.key COLLATE "C";
 RESET ROLE;
 -- the refusals' messages and hints
-SELECT regexp_replace(refusal(format('SELECT * FROM pay_get(%L)', :'swapped')),
+SELECT regexp_replace(refusal_message(format('SELECT * FROM pay_get(%L)', :'swapped')),
                       'LKSHOP-ORDER-PIAD-[0-9A-Z-]+', '<mistyped>') AS mistyped;
-SELECT regexp_replace(refusal($$SELECT * FROM pay_get(pay_bizno('LKSHOP', 'ORDER-PAID'))$$),
+SELECT regexp_replace(refusal_message($$SELECT * FROM pay_get(pay_bizno('LKSHOP', 'ORDER-PAID'))$$),
                       'LKSHOP-ORDER-PAID-[0-9A-Z-]+', '<a bizNo>', 'g') AS another_bizno;
 
 -- 2. The month dropped: what was archived is 55000 pay_archived, however it
 -- is looked up; the rest answers as before.
 DROP TABLE pay_ledger_archive_2024_05, pay_journal_archive_2024_05;
 SELECT * FROM lookup_answers;
-SELECT refusal('SELECT * FROM pay_get(''LK-SUCCESS'')') AS dropped;
-SELECT refusal('SELECT * FROM pay_find(''LKSHOP'', ''ORDER-PAID'')') AS dropped_order;
+SELECT refusal_message('SELECT * FROM pay_get(''LK-SUCCESS'')') AS dropped;
+SELECT refusal_message('SELECT * FROM pay_find(''LKSHOP'', ''ORDER-PAID'')') AS dropped_order;
 
 -- 3. The archive's tables stay the owner's: the functions read them as
 -- their owner, the roles themselves cannot.

@@ -40,8 +40,8 @@ FROM prm_keys AS k ORDER BY k.state;
 SELECT outcome($$SELECT pay_open('PRMSHOP', 'init', 12.00, 'EUR')$$) AS open_other_amount,
        outcome($$SELECT bizno FROM pay_open_claim('PRMSHOP', 'init', 10.00, 'USD')$$) AS open_claim_other_currency;
 -- The refusal names the field and both values.
-SELECT refusal($$SELECT pay_claim('PRM-FAILED', 12.00, 'EUR')$$) AS amount_refusal;
-SELECT refusal($$SELECT pay_claim('PRM-FAILED', 10.00, 'USD')$$) AS currency_refusal;
+SELECT refusal_message($$SELECT pay_claim('PRM-FAILED', 12.00, 'EUR')$$) AS amount_refusal;
+SELECT refusal_message($$SELECT pay_claim('PRM-FAILED', 10.00, 'USD')$$) AS currency_refusal;
 -- The same values, written as another numeric, are no change.
 SELECT action FROM pay_claim('PRM-FAILED', 10, 'EUR') AS same_values;
 SELECT params_standing('PRM-FAILED') AS failed_retried;
@@ -75,7 +75,7 @@ SELECT outcome($$SELECT pay_open('PRMSHOP', 'at-bound', 100000000000000, 'EUR') 
        outcome($$SELECT pay_claim('PRM-HUGE', 1e130000, 'EUR')$$) AS huge,
        outcome($$SELECT pay_begin('PRM-HUGE', 1e15, 'JPY')$$) AS begin_huge,
        outcome($$SELECT bizno FROM pay_open_claim('PRMSHOP', 'huge', 1e20, 'USD')$$) AS open_claim_huge;
-SELECT refusal($$SELECT pay_claim('PRM-HUGE', 1e130000, 'EUR')$$) AS huge_refusal;
+SELECT refusal_message($$SELECT pay_claim('PRM-HUGE', 1e130000, 'EUR')$$) AS huge_refusal;
 SELECT count(*) AS huge_rows FROM pay_ledger WHERE bizno = 'PRM-HUGE' OR biz_id IN ('beyond', 'huge');
 -- By raw SQL too: the bookkeeping trigger holds every write.
 SELECT outcome($$INSERT INTO pay_ledger (bizno, amount, currency) VALUES ('PRM-RAW', 1e15, 'EUR') RETURNING bizno$$) AS raw_insert,
@@ -118,24 +118,24 @@ INSERT INTO prm_big VALUES
     ($$INSERT INTO pay_ledger (bizno, amount, currency) VALUES (repeat('x', 1000000), 10, 'EUR')$$);
 SELECT b.call, r.refusal IS DISTINCT FROM 'no error' AS refused,
        length(r.refusal) AS refusal_length, r.refusal LIKE '%... (% bytes)%' AS marked
-FROM prm_big AS b, LATERAL (SELECT refusal(b.call) AS refusal) AS r;
+FROM prm_big AS b, LATERAL (SELECT refusal_message(b.call) AS refusal) AS r;
 -- A guarded table of one's own: its rows' statuses and keys, quoted by
 -- pay_protect and by the guard.
 CREATE TABLE prm_orders (id text PRIMARY KEY, status text);
 INSERT INTO prm_orders VALUES ('order-1', repeat('x', 1000000));
-SELECT length(refusal($$SELECT pay_protect('prm_orders')$$)) AS protect_refusal_length,
-       refusal($$SELECT pay_protect('prm_orders')$$) LIKE '%''... (1000000 bytes) in column%' AS marked;
+SELECT length(refusal_message($$SELECT pay_protect('prm_orders')$$)) AS protect_refusal_length,
+       refusal_message($$SELECT pay_protect('prm_orders')$$) LIKE '%''... (1000000 bytes) in column%' AS marked;
 UPDATE prm_orders SET status = 'SUCCESS';
 INSERT INTO prm_orders VALUES (repeat('k', 100000), 'SUCCESS');
 SELECT pay_protect('prm_orders');
 SELECT length(r) AS guard_status_refusal_length, r LIKE '%"yyyy%... (1000000 bytes)" in (id)=(order-1)%' AS marked
-FROM refusal($$UPDATE prm_orders SET status = repeat('y', 1000000) WHERE id = 'order-1'$$) AS r;
+FROM refusal_message($$UPDATE prm_orders SET status = repeat('y', 1000000) WHERE id = 'order-1'$$) AS r;
 SELECT length(r) AS guard_key_refusal_length, r LIKE '%(id)=(kkkk%... (100007 bytes)%' AS marked
-FROM refusal($$DELETE FROM prm_orders WHERE length(id) > 1000$$) AS r;
+FROM refusal_message($$DELETE FROM prm_orders WHERE length(id) > 1000$$) AS r;
 SELECT pay_unprotect('prm_orders');
 DROP TABLE prm_orders;
-SELECT refusal($$SELECT pay_open('PRMSHOP', repeat('x', 1000000), 10, 'EUR')$$) AS quoted;
-SELECT refusal($$SELECT pay_open('PRMSHOP', 'order', 10, repeat('é', 500000))$$) AS quoted_multibyte;
+SELECT refusal_message($$SELECT pay_open('PRMSHOP', repeat('x', 1000000), 10, 'EUR')$$) AS quoted;
+SELECT refusal_message($$SELECT pay_open('PRMSHOP', 'order', 10, repeat('é', 500000))$$) AS quoted_multibyte;
 
 -- 4. The attempt is taken as a smallint, an integer, a bigint, a quoted
 -- literal; NULL is still 22004; beyond an integer's range it is 22003.
@@ -151,7 +151,7 @@ SELECT outcome($$SELECT pay_succeed('PRM-PROCESSING', 'BANK-PRM-2', NULL)$$) AS 
        outcome($$SELECT pay_succeed('PRM-PROCESSING', 'BANK-PRM-2', 4294967297)$$) AS beyond_int4,
        outcome($$SELECT pay_fail('PRM-PROCESSING', 'late', -4294967295)$$) AS below_int4,
        outcome($$SELECT pay_succeed('PRM-PROCESSING', 'BANK-PRM-2', 2147483648::bigint)$$) AS int4_max_plus_1;
-SELECT refusal($$SELECT pay_succeed('PRM-PROCESSING', 'BANK-PRM-2', 4294967297)$$) AS beyond_int4_refusal;
+SELECT refusal_message($$SELECT pay_succeed('PRM-PROCESSING', 'BANK-PRM-2', 4294967297)$$) AS beyond_int4_refusal;
 -- 4294967297 would wrap to 1, the current attempt, as an integer: refused,
 -- the payment stays.
 SELECT params_standing('PRM-PROCESSING') AS still_processing;

@@ -35,7 +35,7 @@ $$;
 
 -- The whole refusal a statement raises: message / detail / hint ('no
 -- error' if it raises none).
-CREATE FUNCTION refusal(statement text) RETURNS text
+CREATE FUNCTION refusal_message(statement text) RETURNS text
 SET idempotent_pay.claim_in_transaction = allow
 LANGUAGE plpgsql AS $$
 DECLARE
