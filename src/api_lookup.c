@@ -61,18 +61,17 @@ typedef enum LookupPlan
  * ledger's, in the ledger's order (ArchiveColumns).  A refund is found by
  * its bizNo, never by a business action.
  */
-#define EQ "OPERATOR(pg_catalog.=)"
 static const char *const lookup_queries[LOOKUP_PLANS] = {
 	[LOOKUP_LEDGER] =
-	"SELECT l FROM %1$s.pay_ledger AS l WHERE l.bizno " EQ " $1",
+	"SELECT l FROM %1$s.pay_ledger AS l WHERE l.bizno " PAY_SQL_EQ " $1",
 	[LOOKUP_LEDGER_ORDER] =
 	"SELECT l FROM %1$s.pay_ledger AS l "
-	"WHERE l.prefix " EQ " $1 AND l.biz_id " EQ " $2 AND l.parent IS NULL",
+	"WHERE l.prefix " PAY_SQL_EQ " $1 AND l.biz_id " PAY_SQL_EQ " $2 AND l.parent IS NULL",
 	[LOOKUP_ARCHIVE] =
-	"SELECT ROW(%2$s)::%1$s.pay_ledger FROM %1$s.pay_ledger_archive AS a WHERE a.bizno " EQ " $1",
+	"SELECT ROW(%2$s)::%1$s.pay_ledger FROM %1$s.pay_ledger_archive AS a WHERE a.bizno " PAY_SQL_EQ " $1",
 	[LOOKUP_ARCHIVE_ORDER] =
 	"SELECT ROW(%2$s)::%1$s.pay_ledger FROM %1$s.pay_ledger_archive AS a "
-	"WHERE a.prefix " EQ " $1 AND a.biz_id " EQ " $2 AND a.parent IS NULL",
+	"WHERE a.prefix " PAY_SQL_EQ " $1 AND a.biz_id " PAY_SQL_EQ " $2 AND a.parent IS NULL",
 };
 
 static SPIPlanPtr lookup_plans[LOOKUP_PLANS];

@@ -114,4 +114,11 @@ extern int	PayPinSearchPath(const PayCatalog *catalog);
 #define PayActionGetDatum(catalog, action) \
 	ObjectIdGetDatum((catalog)->action_labels[(action)])
 
+/*
+ * The equality of the queries the library prepares against the extension's
+ * schema (catalog->schema), pinned to pg_catalog so that an operator
+ * of a caller's search_path never stands in for it.
+ */
+#define PAY_SQL_EQ "OPERATOR(pg_catalog.=)"
+
 #endif							/* PAY_CATALOG_H */

@@ -53,10 +53,9 @@ typedef enum RefundCheck
 	CHECK_COUNT
 } RefundCheck;
 
-#define EQ "OPERATOR(pg_catalog.=)"
 static const char *const check_queries[CHECK_COUNT] = {
 	[CHECK_LOCK_PARENT] =
-	"SELECT status, currency, parent FROM %1$s.pay_ledger WHERE bizno " EQ " $1 FOR NO KEY UPDATE",
+	"SELECT status, currency, parent FROM %1$s.pay_ledger WHERE bizno " PAY_SQL_EQ " $1 FOR NO KEY UPDATE",
 	[CHECK_BALANCE] =
 	"SELECT captured, refunded OPERATOR(pg_catalog.+) in_flight FROM %1$s.pay_refund_balance($1)",
 };

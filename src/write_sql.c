@@ -61,39 +61,38 @@ typedef enum LedgerPlan
  * columns a 1.2 ledger has and older ones lack (ExtraSets): the note, and
  * a success's response; it is the empty string before the update.
  */
-#define EQ "OPERATOR(pg_catalog.=)"
 static const char *const plan_queries[PLAN_COUNT] = {
 	[PLAN_LOCK] =
-	"SELECT status, amount, currency, attempt FROM %1$s.pay_ledger WHERE bizno " EQ " $1 FOR UPDATE",
+	"SELECT status, amount, currency, attempt FROM %1$s.pay_ledger WHERE bizno " PAY_SQL_EQ " $1 FOR UPDATE",
 	[PLAN_INSERT] =
 	"INSERT INTO %1$s.pay_ledger (bizno, status, amount, currency) VALUES ($1, $2, $3, $4) "
 	"ON CONFLICT DO NOTHING",
 	[PLAN_INSERT_STRICT] =
 	"INSERT INTO %1$s.pay_ledger (bizno, status, amount, currency) VALUES ($1, $2, $3, $4)",
 	[PLAN_SET_STATUS] =
-	"UPDATE %1$s.pay_ledger SET status = $2%2$s WHERE bizno " EQ " $1",
+	"UPDATE %1$s.pay_ledger SET status = $2%2$s WHERE bizno " PAY_SQL_EQ " $1",
 	[PLAN_SETTLE] =
 	"UPDATE %1$s.pay_ledger SET status = $2, channel_ref = COALESCE($3, channel_ref), "
 	"last_error = COALESCE($4, last_error)%2$s "
-	"WHERE bizno " EQ " $1 AND status " EQ " $5 AND attempt " EQ " COALESCE($6, attempt)",
+	"WHERE bizno " PAY_SQL_EQ " $1 AND status " PAY_SQL_EQ " $5 AND attempt " PAY_SQL_EQ " COALESCE($6, attempt)",
 	/* $7: the response of a success */
 	[PLAN_SET_AMOUNT] =
-	"UPDATE %1$s.pay_ledger SET amount = $2, currency = $3 WHERE bizno " EQ " $1",
+	"UPDATE %1$s.pay_ledger SET amount = $2, currency = $3 WHERE bizno " PAY_SQL_EQ " $1",
 	/* once per second reference: a repeated report is the same charge */
 	[PLAN_JOURNAL_SECOND_CHARGE] =
 	"INSERT INTO %1$s.pay_journal (bizno, attempt, from_status, to_status, amount, currency, note, actor) "
 	"SELECT l.bizno, l.attempt, l.status, l.status, l.amount, l.currency, $2, $3 "
-	"FROM %1$s.pay_ledger AS l WHERE l.bizno " EQ " $1 AND NOT EXISTS ("
-	"SELECT FROM %1$s.pay_journal AS j WHERE j.bizno " EQ " $1 AND j.from_status " EQ " l.status "
-	"AND j.to_status " EQ " l.status AND j.note " EQ " $2)",
+	"FROM %1$s.pay_ledger AS l WHERE l.bizno " PAY_SQL_EQ " $1 AND NOT EXISTS ("
+	"SELECT FROM %1$s.pay_journal AS j WHERE j.bizno " PAY_SQL_EQ " $1 AND j.from_status " PAY_SQL_EQ " l.status "
+	"AND j.to_status " PAY_SQL_EQ " l.status AND j.note " PAY_SQL_EQ " $2)",
 	/* the unique index on (prefix, biz_id), partial, answers it */
 	[PLAN_PREFIX_ISSUED] =
-	"SELECT FROM %1$s.pay_ledger WHERE prefix " EQ " $1 AND biz_id IS NOT NULL LIMIT 1",
+	"SELECT FROM %1$s.pay_ledger WHERE prefix " PAY_SQL_EQ " $1 AND biz_id IS NOT NULL LIMIT 1",
 	[PLAN_FIND_REFUND] =
 	"SELECT status, amount, currency, attempt, bizno FROM %1$s.pay_ledger "
-	"WHERE parent " EQ " $1 AND refund_key " EQ " $2",
+	"WHERE parent " PAY_SQL_EQ " $1 AND refund_key " PAY_SQL_EQ " $2",
 	[PLAN_READ_PARENT] =
-	"SELECT currency, prefix, biz_id FROM %1$s.pay_ledger WHERE bizno " EQ " $1",
+	"SELECT currency, prefix, biz_id FROM %1$s.pay_ledger WHERE bizno " PAY_SQL_EQ " $1",
 	[PLAN_INSERT_REFUND] =
 	"INSERT INTO %1$s.pay_ledger (bizno, status, amount, currency, parent, refund_key, note) "
 	"VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
@@ -102,20 +101,20 @@ static const char *const plan_queries[PLAN_COUNT] = {
 	"VALUES ($1, $2, $3, $4, $5, $6, $7)",
 	[PLAN_FIND_ORDER] =
 	"SELECT status, amount, currency, attempt, bizno FROM %1$s.pay_ledger "
-	"WHERE prefix " EQ " $1 AND biz_id " EQ " $2",
+	"WHERE prefix " PAY_SQL_EQ " $1 AND biz_id " PAY_SQL_EQ " $2",
 	[PLAN_FIND_ARCHIVED] =
 	"SELECT status, amount, currency, attempt, bizno, channel_ref, response "
-	"FROM %1$s.pay_ledger_archive WHERE bizno " EQ " $1",
+	"FROM %1$s.pay_ledger_archive WHERE bizno " PAY_SQL_EQ " $1",
 	[PLAN_FIND_ARCHIVED_ORDER] =
 	"SELECT status, amount, currency, attempt, bizno, channel_ref, response "
-	"FROM %1$s.pay_ledger_archive WHERE prefix " EQ " $1 AND biz_id " EQ " $2",
+	"FROM %1$s.pay_ledger_archive WHERE prefix " PAY_SQL_EQ " $1 AND biz_id " PAY_SQL_EQ " $2",
 	[PLAN_JOURNAL_SECOND_CHARGE_1_3] =
 	"INSERT INTO %1$s.pay_journal (bizno, attempt, from_status, to_status, amount, currency, note, actor, "
 	"channel_ref, second_charge) "
 	"SELECT l.bizno, l.attempt, l.status, l.status, l.amount, l.currency, $2, $3, $4, $5 "
-	"FROM %1$s.pay_ledger AS l WHERE l.bizno " EQ " $1 AND NOT EXISTS ("
-	"SELECT FROM %1$s.pay_journal AS j WHERE j.bizno " EQ " $1 AND j.second_charge " EQ " $5 "
-	"AND j.channel_ref " EQ " $4)",
+	"FROM %1$s.pay_ledger AS l WHERE l.bizno " PAY_SQL_EQ " $1 AND NOT EXISTS ("
+	"SELECT FROM %1$s.pay_journal AS j WHERE j.bizno " PAY_SQL_EQ " $1 AND j.second_charge " PAY_SQL_EQ " $5 "
+	"AND j.channel_ref " PAY_SQL_EQ " $4)",
 };
 
 static SPIPlanPtr plans[PLAN_COUNT];
