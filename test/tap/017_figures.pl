@@ -1,0 +1,23 @@
+# README's "What it costs" table is the one test/bench/figures.pl writes from
+# the last full `test/run bench` recorded in BENCHMARKS.md, and BENCHMARKS.md
+# holds the same: a table edited by hand, or a run recorded without the
+# table rewritten, fails here.
+use strict;
+use warnings;
+
+use File::Basename;
+use Test::More;
+
+my $root = dirname(__FILE__) . '/../..';
+my $out = `perl $root/test/bench/figures.pl --check $root 2>&1`;
+is($?, 0, 'README.md and BENCHMARKS.md hold the figures table of the last recorded run') or diag $out;
+
+my $table = `perl $root/test/bench/figures.pl $root`;
+my $rows = () = $table =~ /^\| (?!measure|---)/mg;
+is($rows, 8, 'one row per measure: new payment, duplicate retry, guarded UPDATE, durable at 1, 8 '
+	  . 'and 32 clients, pay_stats, archived lookup');
+like($table, qr/^\| new payment \(payments\/s\) \| [\d ]+ \| [\d ]+ \| [\d ]+ \| [\d.]+× floor, [\d.]+× PL\/pgSQL \|$/m,
+	'the new payment row has all four figures');
+like($table, qr/^Run: |^\d{4}-\d\d-\d\d .*commit \w+/m, 'the configuration line names the run');
+
+done_testing();
