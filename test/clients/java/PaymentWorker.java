@@ -15,8 +15,8 @@
  * At the end every order must be SUCCESS and no bizno charged twice, by the
  * bank's books nor by pay_succeed's results.  Prints
  *   java: <orders> orders, <charges> bank charges, 0 double charges,
- *         0 second charges, <n> settled
- * (<n> = orders found SUCCESS) and exits 0; exits 1 on any failure or after 120 s.
+ *         0 second charges, <n> orders found SUCCESS in the ledger
+ * and exits 0; exits 1 on any failure or after 120 s.
  *
  * Connection: env PGHOST (a TCP host: the driver has no Unix sockets),
  * PGPORT, PGDATABASE, PGUSER; no password (trust).  Money is BigDecimal.
@@ -269,7 +269,7 @@ public class PaymentWorker {
                     + reconciled.get() + " settled by the reconciler");
             System.out.println("java: " + orders + " orders, " + charges + " bank charges, "
                     + doubles + " double charges, " + secondCharges.size() + " second charges, "
-                    + settled + " settled");
+                    + settled + " orders found SUCCESS in the ledger");
             System.exit(0);
         }
     }

@@ -15,7 +15,8 @@
 //
 // Connection from the standard PG* environment; exit 0 on success, 1 otherwise.
 // Prints: node: <orders> orders, <charges> bank charges, 0 double charges,
-//         0 second charges, <n> settled   (n = payments settled by the reconciler)
+//         0 second charges, <orders> orders answered ALREADY_SUCCEEDED,
+//         <n> payments settled by the reconciler
 //
 // Every query is an unnamed parameterised query: never give a query config a
 // `name:` -- named prepared statements live in one server connection and break
@@ -158,7 +159,8 @@ async function main() {
   if (doubles !== '0') fail(`${doubles} double charges`);
   if (secondCharges.length !== 0) fail(`${secondCharges.length} second charges: ${secondCharges.slice(0, 5).join(', ')}`);
   console.log(`node: ${ORDERS} orders, ${charges} bank charges, 0 double charges, ` +
-              `${secondCharges.length} second charges, ${settled} settled`);
+              `${secondCharges.length} second charges, ${biznos.length} orders answered ALREADY_SUCCEEDED, ` +
+              `${settled} payments settled by the reconciler`);
   await pool.end();
   process.exit(0);
 }

@@ -180,7 +180,7 @@ def main():
     if second_charges:
         fail(f"{len(second_charges)} second charges: {', '.join(second_charges[:5])}")
     print(f"python: {ORDERS} orders, {charges} bank charges, 0 double charges, "
-          f"{len(second_charges)} second charges, {len(rows)} settled")
+          f"{len(second_charges)} second charges, {len(rows)} orders found SUCCESS in the ledger")
 
 
 if __name__ == "__main__":
