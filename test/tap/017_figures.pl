@@ -18,6 +18,6 @@ is($rows, 8, 'one row per measure: new payment, duplicate retry, guarded UPDATE,
 	  . 'and 32 clients, pay_stats, archived lookup');
 like($table, qr/^\| new payment \(payments\/s\) \| [\d ]+ \| [\d ]+ \| [\d ]+ \| [\d.]+× floor, [\d.]+× PL\/pgSQL \|$/m,
 	'the new payment row has all four figures');
-like($table, qr/^Run: |^\d{4}-\d\d-\d\d .*commit \w+/m, 'the configuration line names the run');
+like($table, qr/^From the run of \d{4}-\d\d-\d\d .*commit \w+/m, 'the configuration line names the run');
 
 done_testing();
