@@ -2,7 +2,8 @@
 # test/bench/figures.pl — README's "What it costs" table, from the figures of
 # the last full `test/run bench`.
 #
-#   figures.pl ROOT                  print the table the last run gives
+#   figures.pl ROOT [RESULTS]        print the table the last run gives (or
+#                                    the results file RESULTS)
 #   figures.pl --record ROOT RESULTS record a run: RESULTS is what bench.sh
 #                                    printed, its first line the run's
 #                                    "Run: ..." line (test/run bench writes
@@ -60,6 +61,7 @@ if ($mode eq '--record')
 $benchmarks =~ /<!-- last run: begin -->\n(.*?)<!-- last run: end -->/s
   or die "BENCHMARKS.md has no last run (<!-- last run: begin --> ... <!-- last run: end -->)\n";
 my $run = $1;
+$run = slurp($ARGV[0]) if $mode eq '--print' && @ARGV;
 
 # A number as the table shows it: rounded, thin groups of thousands.
 sub n

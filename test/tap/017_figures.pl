@@ -20,4 +20,12 @@ like($table, qr/^\| new payment \(payments\/s\) \| [\d ]+ \| [\d ]+ \| [\d ]+ \|
 	'the new payment row has all four figures');
 like($table, qr/^From the run of \d{4}-\d\d-\d\d .*commit \w+/m, 'the configuration line names the run');
 
+# bench.sh's own output (a scaled-down run of every row, test/bench/figures_sample.md) gives
+# every figure of every row: the rows of a full run are all read.
+my $sample = `perl $root/test/bench/figures.pl $root $root/test/bench/figures_sample.md`;
+is($?, 0, "the table of bench.sh's output of every row");
+my @measured = $sample =~ /^\| (?!measure|---)[^|]+\| ([^|]+) \| ([^|]+) \|/mg;
+is(scalar(@measured), 16, 'eight rows, each with the extension\'s figure and the floor\'s');
+is(scalar(grep { /—/ } @measured), 0, 'none of them missing');
+
 done_testing();
