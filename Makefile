@@ -16,6 +16,7 @@ OBJS = \
 	src/api_claim.o \
 	src/api_refund.o \
 	src/api_settle.o \
+	src/api_batch.o \
 	src/api_archive.o \
 	src/api_lookup.o \
 	src/bizno.o \
