@@ -5,8 +5,11 @@
  *	  settlements in one call, each answered as its single call answers.
  *
  * Each input goes through the single call's own code (PayOpenClaimRow,
- * PaySettleRow), in input order, in the batch's one transaction: the same
- * key twice answers as two calls in that order would.  An input the single
+ * PaySettleRow), in the batch's one transaction, sorted by key (biz_id,
+ * bizNo) and in input order within a key: the same key twice answers as
+ * two calls in that order would, inputs of different keys do not depend on
+ * each other, and two batches over overlapping keys take their locks in
+ * the same order -- one waits for the other rather than deadlock.  An input the single
  * call refuses answers its refusal -- SQLSTATE and constraint name --
  * instead of aborting the batch, and leaves nothing written, as the
  * refused call does.
@@ -18,8 +21,8 @@
  * caches only 64 (PGPROC_MAX_CACHED_SUBXIDS) -- beyond them every other
  * session's snapshot is suboverflowed while the batch runs, and its
  * visibility checks look XIDs up in pg_subtrans.  So the inputs run in
- * segments (RunBatch): one subtransaction runs every input from the first
- * not yet answered to the end.  When an input is refused, the segment is
+ * segments (RunBatch): one subtransaction runs every input, in that order,
+ * from the first not yet answered to the end.  When an input is refused, the segment is
  * rolled back, the refusal recorded, and the inputs of the segment before
  * it run again, in a segment that ends just before it; the next starts
  * just after it.  A batch nobody refuses is one subtransaction, one XID
@@ -162,28 +165,72 @@ IsInputAnswer(int sqlerrcode)
 	}
 }
 
+/* qsort_arg's order of input indexes: by key, bytewise, NULL first; stable */
+static int
+CompareKeys(const void *a, const void *b, void *arg)
+{
+	const BatchArray *keys = arg;
+	int			i = *(const int *) a;
+	int			j = *(const int *) b;
+	int			result;
+
+	if (keys->nulls[i] || keys->nulls[j])
+		result = (int) keys->nulls[j] - (int) keys->nulls[i];
+	else
+	{
+		text	   *x = DatumGetTextPP(keys->values[i]);
+		text	   *y = DatumGetTextPP(keys->values[j]);
+		int			xlen = VARSIZE_ANY_EXHDR(x);
+		int			ylen = VARSIZE_ANY_EXHDR(y);
+
+		result = memcmp(VARDATA_ANY(x), VARDATA_ANY(y), Min(xlen, ylen));
+		if (result == 0)
+			result = (xlen > ylen) - (xlen < ylen);
+	}
+	return result != 0 ? result : (i > j) - (i < j);
+}
+
 /*
- * Run inputs 0 .. n-1 of a batch in segments (the header explains them),
- * each in a memory context reset for every input; a refused input's
- * refusal goes to refusals[i], whose sqlerrcodes must start at 0.  Call it
- * inside SPI.
+ * The order the inputs run in: sorted by key, inputs of one key in input
+ * order.  Inputs of different keys do not depend on each other, so the
+ * answers are those of input order; and two batches over overlapping keys
+ * lock them in the same order, so they wait for each other instead of
+ * deadlocking.
+ */
+static int *
+RunOrder(const BatchArray *keys)
+{
+	int		   *order = palloc(sizeof(int) * Max(keys->n, 1));
+
+	for (int i = 0; i < keys->n; i++)
+		order[i] = i;
+	qsort_arg(order, keys->n, sizeof(int), CompareKeys, (void *) keys);
+	return order;
+}
+
+/*
+ * Run the inputs of a batch, order[0] first, in segments of that order
+ * (the header explains them), each in a memory context reset for every
+ * input; a refused input's refusal goes to refusals[input], whose
+ * sqlerrcodes must start at 0.  Call it inside SPI.
  */
 static void
-RunBatch(int n, BatchInputFunction run_input, void *batch, BatchRefusal *refusals)
+RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
+		 BatchRefusal *refusals)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	MemoryContext input_context = AllocSetContextCreate(outer, "pay batch input",
 														ALLOCSET_DEFAULT_SIZES);
 	int			start = 0;
-	int			stop = n;		/* refusals[stop] is set when stop < n */
+	int			stop = n;		/* refusals[order[stop]] is set when stop < n */
 
 	while (start < n)
 	{
 		volatile int i = start;
 		ErrorData  *volatile edata = NULL;
 
-		if (refusals[start].sqlerrcode != 0)
+		if (refusals[order[start]].sqlerrcode != 0)
 		{
 			start++;
 			stop = n;
@@ -199,7 +246,7 @@ RunBatch(int n, BatchInputFunction run_input, void *batch, BatchRefusal *refusal
 				CHECK_FOR_INTERRUPTS();
 				MemoryContextReset(input_context);
 				MemoryContextSwitchTo(input_context);
-				run_input(batch, i);
+				run_input(batch, order[i]);
 				MemoryContextSwitchTo(outer);
 			}
 			ReleaseCurrentSubTransaction();
@@ -225,9 +272,9 @@ RunBatch(int n, BatchInputFunction run_input, void *batch, BatchRefusal *refusal
 			ReThrowError(edata);
 		/* a rerun was refused midway: the input that caused it runs again */
 		if (stop < n)
-			refusals[stop].sqlerrcode = 0;
-		refusals[i].sqlerrcode = edata->sqlerrcode;
-		refusals[i].constraint_name = edata->constraint_name;
+			refusals[order[stop]].sqlerrcode = 0;
+		refusals[order[i]].sqlerrcode = edata->sqlerrcode;
+		refusals[order[i]].constraint_name = edata->constraint_name;
 		stop = i;
 	}
 	MemoryContextDelete(input_context);
@@ -310,7 +357,7 @@ pay_open_claim_many(PG_FUNCTION_ARGS)
 	refusals = palloc0(sizeof(BatchRefusal) * Max(n, 1));
 
 	SPI_connect();
-	RunBatch(n, OpenClaimInput, &batch, refusals);
+	RunBatch(n, RunOrder(&batch.biz_ids), OpenClaimInput, &batch, refusals);
 	SPI_finish();
 
 	for (int i = 0; i < n; i++)
@@ -445,7 +492,7 @@ pay_settle_many(PG_FUNCTION_ARGS)
 	refusals = palloc0(sizeof(BatchRefusal) * Max(n, 1));
 
 	SPI_connect();
-	RunBatch(n, SettleInput, &batch, refusals);
+	RunBatch(n, RunOrder(&batch.biznos), SettleInput, &batch, refusals);
 	SPI_finish();
 
 	for (int i = 0; i < n; i++)
