@@ -542,6 +542,23 @@ pay_claim_1_4(PG_FUNCTION_ARGS)
 }
 
 /*
+ * pay_open's and pay_open_claim's arguments (prefix, biz_id, amount,
+ * currency), held to their rules before anything is read: what the call
+ * refuses whatever the ledger holds.  Returns the amount.
+ */
+PaymentAmount
+PayOpenArguments(FunctionCallInfo fcinfo, PayApi api)
+{
+	PayRequireArgument(fcinfo, 0, "prefix");
+	PayRequireArgument(fcinfo, 1, "biz_id");
+	PayRequireArgument(fcinfo, 2, "amount");
+	if (api >= PAY_API_1_3)
+		PayRequireArgument(fcinfo, 3, "currency");
+	BiznoCheckParts(PG_GETARG_TEXT_PP(0), PG_GETARG_TEXT_PP(1));
+	return PayAmountArguments(fcinfo, 2, 3, api);
+}
+
+/*
  * The bizNo of business action (prefix, biz_id): the recorded one (another
  * amount or currency held to ApplyAmount's rules), or a new one recorded
  * as INIT (*opened set).
@@ -560,15 +577,9 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 	PayInsertConflict conflict = PAY_INSERT_IF_ABSENT;
 	bool		inserted;
 
-	PayRequireArgument(fcinfo, 0, "prefix");
-	PayRequireArgument(fcinfo, 1, "biz_id");
-	PayRequireArgument(fcinfo, 2, "amount");
-	if (api >= PAY_API_1_3)
-		PayRequireArgument(fcinfo, 3, "currency");
+	*amount = PayOpenArguments(fcinfo, api);
 	prefix = PG_GETARG_TEXT_PP(0);
 	biz_id = PG_GETARG_TEXT_PP(1);
-	BiznoCheckParts(prefix, biz_id);
-	*amount = PayAmountArguments(fcinfo, 2, 3, api);
 	order[0] = PointerGetDatum(prefix);
 	order[1] = PointerGetDatum(biz_id);
 	*opened = false;
