@@ -284,9 +284,11 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 			ReThrowError(edata);
 		/* a rerun was refused midway: the input that caused it runs again */
 		if (stop < n)
-			refusals[order[stop]].sqlerrcode = 0;
+			refusals[order[stop]] = (BatchRefusal) {0};
 		refusals[order[i]].sqlerrcode = edata->sqlerrcode;
-		refusals[order[i]].constraint_name = edata->constraint_name;
+		/* kept with the answers, past SPI_finish */
+		refusals[order[i]].constraint_name = edata->constraint_name == NULL ? NULL :
+			MemoryContextStrdup(GetMemoryChunkContext(refusals), edata->constraint_name);
 		stop = i;
 	}
 	MemoryContextDelete(input_context);
