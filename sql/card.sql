@@ -79,6 +79,12 @@ SELECT action FROM pay_claim(:'void');
 SELECT pay_succeed(:'void', 'VOID-1', 1);
 SELECT pay_succeed(:'part', 'CAP-LATE', 1);
 SELECT authorized, captured, capturable, closed_reason FROM pay_authorization_balance(:'auth3');
+-- pay_reconcile lists it: the bank captured after the hold was released
+CREATE TABLE card_statement (bizno text, amount numeric, currency text, status text, channel_ref text);
+SELECT kind, ledger_status, ledger_amount, bizno = :'part' AS the_late_capture,
+       detail LIKE 'capture of % settled after its authorization closed: void %' AS says_why
+FROM pay_reconcile('card_statement') WHERE kind = 'LATE_CAPTURE';
+DROP TABLE card_statement;
 
 -- Raw SQL is held as the API is: the ledger's bookkeeping checks every write.
 SELECT outcome(format($$UPDATE pay_ledger SET amount = 90 WHERE bizno = %L$$, :'part')) AS raw_amount_of_a_success;
@@ -93,7 +99,8 @@ SELECT outcome(format($$UPDATE pay_ledger SET expires_at = now() + interval '1 y
 -- A key that is no authorization has no figures.
 SELECT * FROM pay_authorization_balance('CARD-NONE');
 
-SELECT * FROM pay_verify();
+-- (the problems of the card flow's rows: earlier files leave theirs)
+SELECT * FROM pay_verify() WHERE bizno LIKE 'CARD-%';
 
 -- An installed 1.3 keeps 1.3's objects and answers with the new library:
 -- no card flow, the ledger without its columns, refunds as 1.3 made them.

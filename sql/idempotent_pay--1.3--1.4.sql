@@ -368,6 +368,33 @@ BEGIN
         END IF;
         RETURN NEXT;
     END LOOP;
+
+    -- Captures the bank settled after their authorization closed (a void or
+    -- a final capture claimed before their SUCCESS, or the hold expired):
+    -- reserved at their claim and counted, listed for the merchant to see.
+    RETURN QUERY
+    SELECT 'LATE_CAPTURE'::pg_catalog.text, c.bizno, c.status, c.amount::pg_catalog.numeric,
+           NULL::pg_catalog.numeric, 0,
+           pg_catalog.format('capture of %s settled after its authorization closed: %s', c.parent, closed.why)
+    FROM @extschema@.pay_ledger AS c
+    JOIN @extschema@.pay_ledger AS a ON a.bizno OPERATOR(pg_catalog.=) c.parent
+    JOIN @extschema@.pay_journal AS js ON js.bizno OPERATOR(pg_catalog.=) c.bizno
+         AND js.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+    CROSS JOIN LATERAL (
+        SELECT 'expired'::pg_catalog.text AS why WHERE js.at OPERATOR(pg_catalog.>) a.expires_at
+        UNION ALL
+        SELECT pg_catalog.lower(v.kind) OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) v.bizno
+        FROM @extschema@.pay_ledger AS v
+        WHERE v.parent OPERATOR(pg_catalog.=) c.parent AND NOT v.bizno OPERATOR(pg_catalog.=) c.bizno
+          AND v.kind OPERATOR(pg_catalog.=) ANY ('{VOID,FINAL_CAPTURE}')
+          AND v.status OPERATOR(pg_catalog.=) ANY ('{PROCESSING,SUCCESS}'::@extschema@.pay_status[])
+          AND js.seq OPERATOR(pg_catalog.>) (SELECT pg_catalog.max(vj.seq) FROM @extschema@.pay_journal AS vj
+                                             WHERE vj.bizno OPERATOR(pg_catalog.=) v.bizno
+                                               AND vj.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status)
+        LIMIT 1) AS closed
+    WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')
+      AND c.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND (since IS NULL OR c.updated_at OPERATOR(pg_catalog.>=) since);
 END
 $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
