@@ -1,7 +1,7 @@
 # Scale-out on PL/Proxy: one proxy database with idempotent_pay_proxy in
 # front of four shard servers holding eight partitions, one database each
 # (partition p on shard p % 4), every one with the default idempotent_pay
-# (1.3).  Checked here:
+# (1.4).  Checked here:
 #
 #   - routing: pay_route of fixed inputs is a fixed number, asserted
 #     literally, and equals the hash doc/scale-out.md writes down, computed again
@@ -25,8 +25,10 @@
 #     gets 42501; after the restart every payment is there, pay_stats is
 #     complete again and pay_verify() is empty everywhere;
 #   - the scripts: the installed ones are what test/proxy_sql.pl writes, and
-#     a proxy created at 1.2 and updated is the proxy created at 1.3, grants
-#     included; a 1.3 proxy pays through a partition still at 1.2.
+#     proxies created at 1.2 and 1.3 and updated are the proxy created at
+#     1.4, grants and initial privileges included; a 1.3 proxy pays through
+#     1.4 partitions, a 1.4 proxy settles through a partition once it is at
+#     1.4.
 use strict;
 use warnings;
 
@@ -679,12 +681,12 @@ for my $key (grep { $_ ne $early_key } @keys_tried)
 		$refused{$key} = $partition
 		  if $error eq "08001: partition $partition of PL/Proxy cluster \"idempotent_pay\""
 		  . " (database \"pay_p$partition\") is unreachable";
-		diag "$key on partition $partition: $error" unless $refused{$key};
+		diag "$key on partition $partition: $error" unless exists $refused{$key};
 	}
 	else
 	{
 		$paid{$key} = $partition if $error eq 'no error';
-		diag "$key on partition $partition: $error" unless $paid{$key};
+		diag "$key on partition $partition: $error" unless exists $paid{$key};
 	}
 }
 my $routed_down = grep { $_ ne $early_key && $is_down{ $partition_of{$_} } } @keys_tried;
@@ -769,7 +771,7 @@ is($problems, '0' x $partition_count, 'pay_verify() on every partition is empty'
 
 ############################################################################
 # The scripts: written by test/proxy_sql.pl from one definition per call,
-# and the upgrade from 1.2 gives what a 1.3 install gives.
+# and the updates from 1.2 and 1.3 give what a 1.4 install gives.
 
 my $extension_dir = $proxy->config_data('--sharedir') . '/extension';
 my ($generator_out, $generator_err) = ('', '');
@@ -777,9 +779,10 @@ IPC::Run::run([ $^X, dirname(__FILE__) . '/../proxy_sql.pl', '--check', $extensi
 	'<', '/dev/null', '>', \$generator_out, '2>', \$generator_err);
 is($generator_out . $generator_err, '', 'the installed scripts are what test/proxy_sql.pl writes');
 
-# Every object of the extension: its definition, its comment and its
-# grants (sorted, with a role granted by each of pay_grant and
-# pay_grant_operator).
+# Every object of the extension: its definition, its comment, its grants
+# (sorted, with a role granted by each of pay_grant and
+# pay_grant_operator) and its initial privileges, which pg_dump leaves out
+# of a dump.
 my $catalog = q{
 SELECT pg_describe_object(d.classid, d.objid, 0),
        CASE d.classid
@@ -805,14 +808,17 @@ SELECT pg_describe_object(d.classid, d.objid, 0),
                                   FROM pg_constraint AS c WHERE c.contypid = t.oid))
                 FROM pg_type AS t WHERE t.oid = d.objid)
        END,
-       obj_description(d.objid, d.classid::regclass::text)
+       obj_description(d.objid, d.classid::regclass::text),
+       (SELECT string_agg(a::text, ',' ORDER BY a::text)
+        FROM pg_init_privs AS i, unnest(i.initprivs) AS a
+        WHERE i.classoid = d.classid AND i.objoid = d.objid) AS initial_privileges
 FROM pg_depend AS d
 WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
   AND d.refobjid = (SELECT e.oid FROM pg_extension AS e WHERE e.extname = 'idempotent_pay_proxy')
 ORDER BY 1;
 };
 $proxy->safe_psql('postgres', 'CREATE ROLE upgrade_app; CREATE ROLE upgrade_ops');
-for my $case ([ proxy_updated => "VERSION '1.2'" ], [ proxy_created => '' ])
+for my $case ([ proxy_updated => "VERSION '1.2'" ], [ proxy_updated_13 => "VERSION '1.3'" ], [ proxy_created => '' ])
 {
 	my ($db, $version) = @$case;
 	$proxy->safe_psql('postgres', "CREATE DATABASE $db");
@@ -826,31 +832,54 @@ SELECT pay_grant('upgrade_app'), pay_grant_operator('upgrade_ops');
 });
 }
 my $version_of = "SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay_proxy'";
-is($proxy->safe_psql('proxy_created', $version_of), '1.3', 'CREATE EXTENSION idempotent_pay_proxy installs 1.3');
+is($proxy->safe_psql('proxy_created', $version_of), '1.4', 'CREATE EXTENSION idempotent_pay_proxy installs 1.4');
 is($proxy->safe_psql('proxy_updated', "SELECT ($version_of), pay_begin('$named')"), '1.2|ALREADY_SUCCEEDED',
-	'a proxy at 1.2 in front of 1.3 shards answers pay_begin');
+	'a proxy at 1.2 in front of 1.4 shards answers pay_begin');
 like(error_report_of($proxy, 'proxy_updated', "SELECT pay_begin('$named', 11, 'EUR')"),
 	qr/^ERROR:  55000: payment \S+ is SUCCESS: its amount cannot change$/m, 'and refuses as the shard does');
 like(error_report_of($proxy, 'proxy_updated', "SELECT pay_succeed('$named', 'BANK-NAMED', 2)"),
 	qr/^ERROR:  42846: cannot cast type pay_settlement to pay_status$/m,
-	'but cannot read the result of a 1.3 shard\'s pay_succeed (the proxy is updated before the shards)');
-$proxy->safe_psql('proxy_updated', 'ALTER EXTENSION idempotent_pay_proxy UPDATE');
-is($proxy->safe_psql('proxy_updated', $version_of), '1.3', 'ALTER EXTENSION idempotent_pay_proxy UPDATE reaches 1.3');
+	'but cannot read the result of a 1.3 or later shard\'s pay_succeed (a 1.2 proxy is updated before the shards)');
+# The order doc/operations.md gives for the update to 1.4: the partitions
+# first, the proxy after them.  A 1.3 proxy pays through 1.4 partitions,
+# and passes their refusals on with their constraint names.
+is( $proxy->safe_psql(
+		'proxy_updated_13',
+		"SELECT ($version_of), pay_begin('upgrade-13', 10, 'EUR'), pay_succeed('upgrade-13', 'BANK-U13', 1)"),
+	'1.3|PROCEED|SUCCESS',
+	'a proxy at 1.3 in front of 1.4 shards pays');
+is( error_report_of($proxy, 'proxy_updated_13', "SELECT pay_begin('$named', 11, 'EUR')"),
+	partition_report($named_home, "SELECT pay_begin('$named', 11, 'EUR')"),
+	'and passes their refusals on as they raise them, constraint names included');
+$proxy->safe_psql($_, 'ALTER EXTENSION idempotent_pay_proxy UPDATE') for qw(proxy_updated proxy_updated_13);
+is($proxy->safe_psql('proxy_updated', $version_of), '1.4', 'ALTER EXTENSION idempotent_pay_proxy UPDATE reaches 1.4 from 1.2');
+is($proxy->safe_psql('proxy_updated_13', $version_of), '1.4', 'and from 1.3');
+my $created = $proxy->safe_psql('proxy_created', $catalog);
 my $updated = $proxy->safe_psql('proxy_updated', $catalog);
-is($updated, $proxy->safe_psql('proxy_created', $catalog),
-	'the proxy updated from 1.2 is the one created at 1.3: every object, comment and grant');
-like($updated, qr/^function pay_find\(text,text\)\|/m, 'pay_find among them');
+is($updated, $created,
+	'the proxy updated from 1.2 is the one created at 1.4: every object, comment, grant and initial privilege');
+is($proxy->safe_psql('proxy_updated_13', $catalog), $created, 'and so is the one updated from 1.3');
+is( $proxy->safe_psql(
+		'proxy_updated', q{
+SELECT string_agg(r.role || ' ' || f.signature || ' ' || has_function_privilege(r.role, f.signature, 'EXECUTE'), ', '
+                  ORDER BY r.role, f.signature)
+FROM unnest(ARRAY['upgrade_app', 'upgrade_ops']) AS r(role),
+     unnest(ARRAY['pay_open_claim_many(text,text[],numeric[],text)', 'pay_succeed(text,text,bigint,jsonb)',
+                  'pay_authorization_balance(text)']) AS f(signature)}),
+	'upgrade_app pay_authorization_balance(text) true, upgrade_app pay_open_claim_many(text,text[],numeric[],text) true, '
+	  . 'upgrade_app pay_succeed(text,text,bigint,jsonb) true, upgrade_ops pay_authorization_balance(text) true, '
+	  . 'upgrade_ops pay_open_claim_many(text,text[],numeric[],text) false, upgrade_ops pay_succeed(text,text,bigint,jsonb) true',
+	'the roles 1.2\'s pay_grant and pay_grant_operator granted hold 1.4\'s grants: the batches, the card flow, '
+	  . 'pay_succeed of a bigint attempt');
 is( error_report_of($proxy, 'proxy_updated', "SELECT pay_begin('$named', 11, 'EUR')"),
 	partition_report($named_home, "SELECT pay_begin('$named', 11, 'EUR')"),
 	'the updated proxy passes the constraint name on');
 
-# The order doc/operations.md gives for the update: the library everywhere, then
-# the proxy, then the partitions.  A 1.3 proxy in front of a partition
-# still at 1.2 pays, and passes its refusals on with their constraint
-# names; pay_stats, which counts a column 1.2 lacks, answers once the
-# partition is updated.
+# A 1.4 proxy in front of a partition still at 1.3 (the order reversed)
+# claims, but cannot settle there: 1.3 has no pay_succeed of a bigint
+# attempt.  Once the partition is updated, it settles.
 $shards[0]->safe_psql('postgres', 'CREATE DATABASE pay_old');
-$shards[0]->safe_psql('pay_old', "SET client_min_messages = warning; CREATE EXTENSION idempotent_pay VERSION '1.2'");
+$shards[0]->safe_psql('pay_old', "SET client_min_messages = warning; CREATE EXTENSION idempotent_pay VERSION '1.3'");
 $proxy->safe_psql('postgres', 'CREATE DATABASE proxy_over_old');
 $proxy->safe_psql(
 	'proxy_over_old', sprintf(q{
@@ -859,18 +888,14 @@ CREATE EXTENSION idempotent_pay_proxy;
 CREATE SERVER idempotent_pay FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'host=%s port=%d dbname=pay_old');
 CREATE USER MAPPING FOR PUBLIC SERVER idempotent_pay;
 }, $shards[0]->host, $shards[0]->port));
-is( $proxy->safe_psql(
-		'proxy_over_old', "SELECT pay_begin('old-1', 10, 'EUR'), pay_succeed('old-1', 'BANK-OLD', 1)"),
-	'PROCEED|SUCCESS',
-	'a 1.3 proxy in front of a partition at 1.2 pays');
-like(error_report_of($proxy, 'proxy_over_old', "SELECT pay_begin('old-1', 11, 'EUR')"),
-	qr/^CONSTRAINT NAME:  pay_amount_frozen$/m, 'and passes its refusals on with their constraint names');
-like(error_report_of($proxy, 'proxy_over_old', 'SELECT count(*) FROM pay_stats'),
-	qr/^ERROR:  42703: column s.oldest_processing_since does not exist$/m,
-	'its pay_stats waits for the partition\'s update');
+is($proxy->safe_psql('proxy_over_old', "SELECT pay_begin('old-1', 10, 'EUR')"), 'PROCEED',
+	'a 1.4 proxy in front of a partition at 1.3 claims');
+like(error_report_of($proxy, 'proxy_over_old', "SELECT pay_succeed('old-1', 'BANK-OLD', 1)"),
+	qr/^ERROR:  42883: function public.pay_succeed\(text, text, bigint, jsonb\) does not exist$/m,
+	'but cannot settle there: the partitions are updated first');
 $shards[0]->safe_psql('pay_old', 'ALTER EXTENSION idempotent_pay UPDATE');
-is($proxy->safe_psql('proxy_over_old', "SELECT payments FROM pay_stats WHERE status = 'SUCCESS'"), 1,
-	'and answers once the partition is at 1.3');
+is($proxy->safe_psql('proxy_over_old', "SELECT pay_succeed('old-1', 'BANK-OLD', 1)"), 'SUCCESS',
+	'and settles once the partition is at 1.4');
 
 note sprintf 'wall time %.1f s', time - $started;
 $proxy->stop;
