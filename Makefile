@@ -16,6 +16,7 @@ OBJS = \
 	src/api_claim.o \
 	src/api_refund.o \
 	src/api_settle.o \
+	src/api_batch.o \
 	src/api_archive.o \
 	src/api_lookup.o \
 	src/bizno.o \
@@ -53,10 +54,10 @@ PROXY_EXTENSION = idempotent_pay_proxy
 DATA = $(wildcard sql/$(EXTENSION)--*.sql) \
 	$(PROXY_EXTENSION).control $(wildcard sql/$(PROXY_EXTENSION)--*.sql)
 
-REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive seams ddl replica_mode write_policy claim_durable lookup verify params keys upgrade version13
+REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive seams ddl replica_mode write_policy claim_durable lookup verify params keys batch upgrade version13
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
-ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready archive-get issued-prefix
+ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready archive-get issued-prefix batch-race
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 # isolationtester runs under this launcher, and its connections read
 # PGOPTIONS: every session of the specs allows claims inside transaction

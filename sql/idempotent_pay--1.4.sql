@@ -878,6 +878,32 @@ LANGUAGE C VOLATILE SECURITY DEFINER;
 COMMENT ON FUNCTION @extschema@.pay_fail(text, text, bigint) IS
 'PROCESSING -> FAILED under the attempt pay_claim returned (required); a no-op on FAILED';
 
+-- Batches (src/api_batch.c): a thousand claims or settlements in one call,
+-- one answer per input in input order, each what the single call answers --
+-- or the refusal it raises, as its SQLSTATE and constraint name, without
+-- aborting the rest.  A refusal of the whole call: the batch's claims inside
+-- a transaction block (25001), a NULL array or scalar argument (22004),
+-- arrays of unequal lengths or of more than one dimension (22023).  The
+-- attempts are bigint[], as pay_succeed's attempt is bigint: an integer[]
+-- resolves to it as well.
+CREATE FUNCTION @extschema@.pay_open_claim_many(prefix text, biz_ids text[], amounts numeric[], currency text)
+RETURNS TABLE (biz_id text, bizno text, action @extschema@.pay_action, attempt integer,
+               sqlstate text, constraint_name text)
+AS 'MODULE_PATHNAME', 'pay_open_claim_many'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_open_claim_many(text, text[], numeric[], text) IS
+'pay_open_claim for each (biz_id, amount) in input order, in one call: per input its bizNo, action and attempt, or the SQLSTATE and constraint name of the refusal pay_open_claim would raise';
+
+CREATE FUNCTION @extschema@.pay_settle_many(biznos text[], attempts bigint[], outcomes @extschema@.pay_status[],
+                                            channel_refs text[], reasons text[])
+RETURNS TABLE (bizno text, result text, sqlstate text, constraint_name text)
+AS 'MODULE_PATHNAME', 'pay_settle_many'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_settle_many(text[], bigint[], @extschema@.pay_status[], text[], text[]) IS
+'pay_succeed (outcome SUCCESS, with its channel_ref) or pay_fail (outcome FAILED, with its reason) for each input in input order, in one call: per input SUCCESS, SECOND_CHARGE or FAILED, or the SQLSTATE and constraint name of the refusal that call would raise';
+
 -- Reading a payment (src/api_lookup.c): the ledger's row, else, when the
 -- ledger has none, the archive's while its month is kept -- with the
 -- ledger's columns, the archive's answer as the ledger's --, and 55000
@@ -2709,6 +2735,8 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_begin(text, numeric, text),
     @extschema@.pay_succeed(text, text, bigint, jsonb),
     @extschema@.pay_fail(text, text, bigint),
+    @extschema@.pay_open_claim_many(text, text[], numeric[], text),
+    @extschema@.pay_settle_many(text[], bigint[], @extschema@.pay_status[], text[], text[]),
     @extschema@.pay_get(text),
     @extschema@.pay_find(text, text),
     @extschema@.pay_stuck(interval, integer),
@@ -2772,12 +2800,18 @@ BEGIN
         '@extschema@.pay_refund_open(text, text, numeric, text), '
         '@extschema@.pay_refund_balance(text) '
         'TO %s', role);
+    -- the batches
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION '
+        '@extschema@.pay_open_claim_many(text, text[], numeric[], text), '
+        '@extschema@.pay_settle_many(text[], bigint[], @extschema@.pay_status[], text[], text[]) '
+        'TO %s', role);
 END
 $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_grant(regrole) IS
-'Give an application role what paying needs and no more: open, claim, begin, succeed, fail, get, find, stuck, refund_open, refund_balance; SELECT on ledger and journal (the bizNo functions are everyone''s)';
+'Give an application role what paying needs and no more: open, claim, begin, succeed, fail, get, find, stuck, refund_open, refund_balance, open_claim_many, settle_many; SELECT on ledger and journal (the bizNo functions are everyone''s)';
 
 CREATE FUNCTION @extschema@.pay_grant_operator(role regrole)
 RETURNS void

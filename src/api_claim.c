@@ -2,7 +2,7 @@
  *
  * api_claim.c
  *	  Starting and claiming payments: pay_open, pay_begin, pay_claim and
- *	  pay_open_claim.
+ *	  pay_open_claim, and one input of pay_open_claim_many.
  *
  * Every function runs as the extension owner (SECURITY DEFINER) and reads
  * and writes the ledger through write.h alone.  A decision that writes is
@@ -25,7 +25,7 @@
  * under idempotent_pay.parameter_change = refuse).
  *
  * 1.4's rules make the claim durable before the caller acts on it (a claim
- * is refused inside a transaction block: RefuseClaimInTransaction), refuse
+ * is refused inside a transaction block: PayRefuseClaimInTransaction), refuse
  * by default another amount or currency of a known payment in every state
  * (idempotent_pay.parameter_change = default, which allows it under 1.3's
  * SQL), bound an amount (idempotent_pay.max_amount), and hold keys to what
@@ -53,6 +53,7 @@
 
 #include "api.h"
 #include "api_args.h"
+#include "api_batch.h"
 #include "bizno.h"
 #include "catalog.h"
 #include "compat.h"
@@ -94,10 +95,11 @@ PG_FUNCTION_INFO_V1(pay_open_claim_1_4);
  * new payment in production.  Called before anything is read or written,
  * and before the arguments are checked.
  * A pipeline's first statement cannot know that more will follow, as for
- * PreventInTransactionBlock.
+ * PreventInTransactionBlock.  pay_open_claim_many refuses it for the whole
+ * batch.
  */
-static void
-RefuseClaimInTransaction(const char *function)
+void
+PayRefuseClaimInTransaction(const char *function)
 {
 	if (pay_claim_in_transaction == PAY_CLAIM_IN_TRANSACTION_ALLOW)
 		return;
@@ -403,7 +405,7 @@ BeginPayment(FunctionCallInfo fcinfo, PayApi api)
 	PayAction	action;
 
 	if (api >= PAY_API_1_4)
-		RefuseClaimInTransaction("pay_begin");
+		PayRefuseClaimInTransaction("pay_begin");
 	catalog = PayCatalogGetTables(fcinfo);
 	bizno = PayKeyArgument(fcinfo, 0);
 	amount = PayAmountArguments(fcinfo, 1, 2, api);
@@ -489,7 +491,7 @@ ClaimPayment(FunctionCallInfo fcinfo, PayApi api)
 	Datum		result;
 
 	if (api >= PAY_API_1_4)
-		RefuseClaimInTransaction("pay_claim");
+		PayRefuseClaimInTransaction("pay_claim");
 	catalog = PayCatalogGetTables(fcinfo);
 	bizno = PayKeyArgument(fcinfo, 0);
 	amount = PayAmountArguments(fcinfo, 1, 2, api);
@@ -653,6 +655,24 @@ pay_open_1_4(PG_FUNCTION_ARGS)
 }
 
 /*
+ * What pay_open_claim does with its arguments, (prefix, biz_id, amount,
+ * currency) in fcinfo, after the refusal inside a transaction block: the
+ * business action's bizNo in *bizno, in the memory of the caller of
+ * SPI_connect, the claim's action returned and the payment as the claim
+ * leaves it in *row.  pay_open_claim_many calls it for each of its inputs
+ * (api_batch.c).  Call it inside SPI.
+ */
+PayAction
+PayOpenClaimRow(FunctionCallInfo fcinfo, const PayCatalog *catalog, PayApi api,
+				Datum *bizno, LedgerRow *row)
+{
+	PaymentAmount amount;
+
+	*bizno = OpenOrder(fcinfo, catalog, &amount, api);
+	return Claim(fcinfo, catalog, *bizno, &amount, api, row);
+}
+
+/*
  * pay_open_claim(prefix text, biz_id text, amount numeric, currency text,
  *				  OUT bizno, OUT action, OUT attempt, OUT status,
  *				  OUT channel_ref, OUT response) returns record
@@ -664,19 +684,17 @@ static Datum
 OpenClaimPayment(FunctionCallInfo fcinfo, PayApi api)
 {
 	const PayCatalog *catalog;
-	PaymentAmount amount;
 	PayAction	action;
 	LedgerRow	row;
 	Datum		bizno;
 	Datum		result;
 
 	if (api >= PAY_API_1_4)
-		RefuseClaimInTransaction("pay_open_claim");
+		PayRefuseClaimInTransaction("pay_open_claim");
 	catalog = PayCatalogGetTables(fcinfo);
 
 	SPI_connect();
-	bizno = OpenOrder(fcinfo, catalog, &amount, api);
-	action = Claim(fcinfo, catalog, bizno, &amount, api, &row);
+	action = PayOpenClaimRow(fcinfo, catalog, api, &bizno, &row);
 	result = SPI_datumTransfer(ClaimResult(fcinfo, catalog, bizno, action, &row), false, -1);
 	SPI_finish();
 

@@ -2,7 +2,8 @@
  *
  * api_settle.c
  *	  Settling payments and moving them by hand: pay_succeed, pay_fail,
- *	  pay_confirm_second_charge, pay_reset and pay_transition.
+ *	  pay_confirm_second_charge, pay_reset and pay_transition, and one input
+ *	  of pay_settle_many.
  *
  * A settlement moves a payment from the one state the machine settles
  * from (PaySettleSource) to SUCCESS or FAILED, for the attempt given --
@@ -31,6 +32,7 @@
 #include "amount.h"
 #include "api.h"
 #include "api_args.h"
+#include "api_batch.h"
 #include "catalog.h"
 #include "machine.h"
 #include "reason.h"
@@ -241,19 +243,20 @@ SettleArguments(FunctionCallInfo fcinfo, PayStatus target, PayApi api)
  * pay_succeed and pay_fail: PROCESSING -> target, a no-op on target.
  * attempt, when given, must be the current attempt (a fencing token);
  * since 1.3 it must be given, and a success must bring the bank's
- * reference.
+ * reference.  The arguments are fcinfo's, pay_succeed's or pay_fail's;
+ * returns whether the bank reported a second charge.  pay_settle_many
+ * calls it for each of its inputs (api_batch.c).  Call it inside SPI.
  */
-static Datum
-Settle(FunctionCallInfo fcinfo, PayStatus target, PayApi api)
+bool
+PaySettleRow(FunctionCallInfo fcinfo, const PayCatalog *catalog, PayStatus target,
+			 PayApi api)
 {
-	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	PaySettleWrite settle = SettleArguments(fcinfo, target, api);
 	Datum		bizno = settle.bizno;
 	LedgerRow	row;
 	int32		settled_attempt = -1;	/* the attempt last found PROCESSING */
 	bool		second_charge = false;
 
-	SPI_connect();
 	for (;;)
 	{
 		PayVerdict	verdict;
@@ -283,6 +286,17 @@ Settle(FunctionCallInfo fcinfo, PayStatus target, PayApi api)
 			PayRequireRowWritten(false, bizno); /* no: the UPDATE was suppressed */
 		settled_attempt = row.attempt;
 	}
+	return second_charge;
+}
+
+static Datum
+Settle(FunctionCallInfo fcinfo, PayStatus target, PayApi api)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	bool		second_charge;
+
+	SPI_connect();
+	second_charge = PaySettleRow(fcinfo, catalog, target, api);
 	SPI_finish();
 
 	if (api >= PAY_API_1_3 && target == PAY_SUCCESS)

@@ -116,6 +116,10 @@ my %call = (
 	'pay_stuck(interval,integer)' => q{SELECT * FROM pay_stuck('0 seconds', 10)},
 	'pay_refund_open(text,text,numeric,text)' => q{SELECT pay_refund_open('M-SUCCESS', 'R-%ROLE%', 1, 'goodwill')},
 	'pay_refund_balance(text)' => q{SELECT * FROM pay_refund_balance('M-REFUNDING')},
+	'pay_open_claim_many(text,text[],numeric[],text)' =>
+	  q{SELECT * FROM pay_open_claim_many('SHOP', '{MANY-1-%ROLE%,MANY-2-%ROLE%}', '{10,20}', 'EUR')},
+	'pay_settle_many(text[],bigint[],pay_status[],text[],text[])' =>
+	  q{SELECT * FROM pay_settle_many('{M-PROCESSING}', '{1}', '{SUCCESS}', '{BANK-MANY-%ROLE%}', '{NULL}')},
 	'pay_reset(text,text)' => q{SELECT pay_reset('M-FAILED', 'the customer retries')},
 	'pay_transition(text,pay_status,text)' => q{SELECT pay_transition('M-PROCESSING', 'FAILED', 'declined by phone')},
 	'pay_confirm_second_charge(text,text)' => q{SELECT pay_confirm_second_charge('M-DOUBLE', 'BANK-OTHER')},
