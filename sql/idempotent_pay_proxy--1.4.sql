@@ -1083,18 +1083,33 @@ DECLARE
     error_context text;
     error_constraint text;
 BEGIN
-    IF prefix IS NULL
-       OR biz_ids IS NULL
-       OR amounts IS NULL
-       OR currency IS NULL THEN
-        PERFORM @extschema@.pay_proxy_raise('22004', 'prefix, biz_ids, amounts and currency must not be null', NULL,
-                                            'Pass an array of biz_ids and an array of as many amounts, with their prefix and currency.');
+    IF prefix IS NULL THEN
+        PERFORM @extschema@.pay_proxy_raise('22004', 'prefix must not be null', NULL,
+                                            'Pass a value for prefix: it applies to every input of the batch.');
     END IF;
-    IF pg_catalog.array_ndims(biz_ids) OPERATOR(pg_catalog.>) 1
-       OR pg_catalog.array_ndims(amounts) OPERATOR(pg_catalog.>) 1
-       OR pg_catalog.cardinality(amounts) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biz_ids) THEN
-        PERFORM @extschema@.pay_proxy_raise('22023', 'biz_ids and amounts must be one-dimensional arrays of the same length', NULL,
-                                            'Pass the amount of the i-th biz_id as the i-th amount.');
+    IF biz_ids IS NULL THEN
+        PERFORM @extschema@.pay_proxy_raise('22004', 'biz_ids must not be null', NULL, 'Pass an array, empty for no inputs.');
+    ELSIF pg_catalog.array_ndims(biz_ids) OPERATOR(pg_catalog.>) 1 THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('biz_ids must have one dimension, not %s',
+                                                              pg_catalog.array_ndims(biz_ids)),
+                                            NULL, 'Pass one element per input.');
+    END IF;
+    IF amounts IS NULL THEN
+        PERFORM @extschema@.pay_proxy_raise('22004', 'amounts must not be null', NULL, 'Pass an array, empty for no inputs.');
+    ELSIF pg_catalog.array_ndims(amounts) OPERATOR(pg_catalog.>) 1 THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('amounts must have one dimension, not %s',
+                                                              pg_catalog.array_ndims(amounts)),
+                                            NULL, 'Pass one element per input.');
+    END IF;
+    IF currency IS NULL THEN
+        PERFORM @extschema@.pay_proxy_raise('22004', 'currency must not be null', NULL,
+                                            'Pass a value for currency: it applies to every input of the batch.');
+    END IF;
+    IF pg_catalog.cardinality(amounts) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biz_ids) THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', 'biz_ids and amounts differ in length',
+            pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
+                              'biz_ids has %s, amounts %s.', pg_catalog.cardinality(biz_ids), pg_catalog.cardinality(amounts)),
+            'Pass arrays of equal lengths.');
     END IF;
 
     FOR part IN
@@ -1194,25 +1209,64 @@ DECLARE
     error_context text;
     error_constraint text;
 BEGIN
-    IF biznos IS NULL
-       OR attempts IS NULL
-       OR outcomes IS NULL
-       OR channel_refs IS NULL
-       OR reasons IS NULL THEN
-        PERFORM @extschema@.pay_proxy_raise('22004', 'biznos, attempts, outcomes, channel_refs and reasons must not be null', NULL,
-                                            'Pass one array for each argument, as long as biznos (NULL elements where an input has none).');
+    IF biznos IS NULL THEN
+        PERFORM @extschema@.pay_proxy_raise('22004', 'biznos must not be null', NULL, 'Pass an array, empty for no inputs.');
+    ELSIF pg_catalog.array_ndims(biznos) OPERATOR(pg_catalog.>) 1 THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('biznos must have one dimension, not %s',
+                                                              pg_catalog.array_ndims(biznos)),
+                                            NULL, 'Pass one element per input.');
     END IF;
-    IF pg_catalog.array_ndims(biznos) OPERATOR(pg_catalog.>) 1
-       OR pg_catalog.array_ndims(attempts) OPERATOR(pg_catalog.>) 1
-       OR pg_catalog.array_ndims(outcomes) OPERATOR(pg_catalog.>) 1
-       OR pg_catalog.array_ndims(channel_refs) OPERATOR(pg_catalog.>) 1
-       OR pg_catalog.array_ndims(reasons) OPERATOR(pg_catalog.>) 1
-       OR pg_catalog.cardinality(attempts) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos)
-       OR pg_catalog.cardinality(outcomes) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos)
-       OR pg_catalog.cardinality(channel_refs) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos)
-       OR pg_catalog.cardinality(reasons) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos) THEN
-        PERFORM @extschema@.pay_proxy_raise('22023', 'biznos, attempts, outcomes, channel_refs and reasons must be one-dimensional arrays of the same length', NULL,
-                                            'Pass the i-th input''s values as the i-th element of each array.');
+    IF attempts IS NULL THEN
+        PERFORM @extschema@.pay_proxy_raise('22004', 'attempts must not be null', NULL, 'Pass an array, empty for no inputs.');
+    ELSIF pg_catalog.array_ndims(attempts) OPERATOR(pg_catalog.>) 1 THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('attempts must have one dimension, not %s',
+                                                              pg_catalog.array_ndims(attempts)),
+                                            NULL, 'Pass one element per input.');
+    END IF;
+    IF outcomes IS NULL THEN
+        PERFORM @extschema@.pay_proxy_raise('22004', 'outcomes must not be null', NULL, 'Pass an array, empty for no inputs.');
+    ELSIF pg_catalog.array_ndims(outcomes) OPERATOR(pg_catalog.>) 1 THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('outcomes must have one dimension, not %s',
+                                                              pg_catalog.array_ndims(outcomes)),
+                                            NULL, 'Pass one element per input.');
+    END IF;
+    IF channel_refs IS NULL THEN
+        PERFORM @extschema@.pay_proxy_raise('22004', 'channel_refs must not be null', NULL, 'Pass an array, empty for no inputs.');
+    ELSIF pg_catalog.array_ndims(channel_refs) OPERATOR(pg_catalog.>) 1 THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('channel_refs must have one dimension, not %s',
+                                                              pg_catalog.array_ndims(channel_refs)),
+                                            NULL, 'Pass one element per input.');
+    END IF;
+    IF reasons IS NULL THEN
+        PERFORM @extschema@.pay_proxy_raise('22004', 'reasons must not be null', NULL, 'Pass an array, empty for no inputs.');
+    ELSIF pg_catalog.array_ndims(reasons) OPERATOR(pg_catalog.>) 1 THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('reasons must have one dimension, not %s',
+                                                              pg_catalog.array_ndims(reasons)),
+                                            NULL, 'Pass one element per input.');
+    END IF;
+    IF pg_catalog.cardinality(attempts) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos) THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', 'biznos and attempts differ in length',
+            pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
+                              'biznos has %s, attempts %s.', pg_catalog.cardinality(biznos), pg_catalog.cardinality(attempts)),
+            'Pass arrays of equal lengths.');
+    END IF;
+    IF pg_catalog.cardinality(outcomes) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos) THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', 'biznos and outcomes differ in length',
+            pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
+                              'biznos has %s, outcomes %s.', pg_catalog.cardinality(biznos), pg_catalog.cardinality(outcomes)),
+            'Pass arrays of equal lengths.');
+    END IF;
+    IF pg_catalog.cardinality(channel_refs) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos) THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', 'biznos and channel_refs differ in length',
+            pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
+                              'biznos has %s, channel_refs %s.', pg_catalog.cardinality(biznos), pg_catalog.cardinality(channel_refs)),
+            'Pass arrays of equal lengths.');
+    END IF;
+    IF pg_catalog.cardinality(reasons) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos) THEN
+        PERFORM @extschema@.pay_proxy_raise('22023', 'biznos and reasons differ in length',
+            pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
+                              'biznos has %s, reasons %s.', pg_catalog.cardinality(biznos), pg_catalog.cardinality(reasons)),
+            'Pass arrays of equal lengths.');
     END IF;
 
     FOR part IN
@@ -1755,6 +1809,8 @@ CREATE FUNCTION @extschema@.pay_grant_operator(role regrole)
 RETURNS void
 AS $$
     SELECT @extschema@.pay_grant_functions(role, ARRAY[
+        '@extschema@.pay_bizno_on_partition(text, text)',
+        '@extschema@.pay_bizno(text, text)',
         '@extschema@.pay_succeed_on_partition(text, text, bigint, jsonb)',
         '@extschema@.pay_succeed(text, text, bigint, jsonb)',
         '@extschema@.pay_fail_on_partition(text, text, bigint)',

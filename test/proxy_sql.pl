@@ -88,7 +88,8 @@ my @routed = (
 		route => 'parts',
 		args => [ [ prefix => 'text' ], [ biz_id => 'text' ] ],
 		result => 'text',
-		grant => [qw(app)],
+		# everyone's on a shard: the operator's too since 1.4
+		grant => [qw(app operator)],
 		comment => 'A new bizNo, issued by the partition of (prefix, biz_id) with its shard\'\'s node id',
 	},
 	{
@@ -1140,10 +1141,6 @@ my %batch = (
 		partitions => "$S.pay_partitions(prefix, biz_ids)",
 		refusal => "$S.pay_route(prefix, part.biz_ids[i])",
 		# what a partition answers for each input: the first column names it
-		null_message => 'prefix, biz_ids, amounts and currency must not be null',
-		null_hint => 'Pass an array of biz_ids and an array of as many amounts, with their prefix and currency.',
-		shape_message => 'biz_ids and amounts must be one-dimensional arrays of the same length',
-		shape_hint => 'Pass the amount of the i-th biz_id as the i-th amount.',
 		columns => [
 			[ biz_id => 'text' ],
 			[ bizno => 'text' ],
@@ -1175,10 +1172,6 @@ my %batch = (
 		scalars => [],
 		partitions => "$S.pay_partitions(biznos)",
 		refusal => "$S.pay_route(part.biznos[i])",
-		null_message => 'biznos, attempts, outcomes, channel_refs and reasons must not be null',
-		null_hint => 'Pass one array for each argument, as long as biznos (NULL elements where an input has none).',
-		shape_message => 'biznos, attempts, outcomes, channel_refs and reasons must be one-dimensional arrays of the same length',
-		shape_hint => 'Pass the i-th input\'\'s values as the i-th element of each array.',
 		columns => [ [ bizno => 'text' ], [ result => 'text' ], [ sqlstate => 'text' ], [ constraint_name => 'text' ] ],
 		comment => 'pay_succeed (outcome SUCCESS, with its channel_ref) or pay_fail (outcome FAILED, with its reason) '
 		  . 'for each input in input order, each on its partition: per input SUCCESS, SECOND_CHARGE or FAILED, or '
@@ -1259,10 +1252,45 @@ sub batch_functions
 	  . "'PL/Proxy: runs $name on partition partition_number with the part of a batch that routes there, its "
 	  . "constraint names reported; called by ${name}_of_partitions';\n";
 
-	# the split, each part on its partition, every input answered
-	my $nulls = join "\n       OR ", map { "$_ IS NULL" } @args;
-	my $shape = join "\n       OR ", (map { "pg_catalog.array_ndims($_) OPERATOR(pg_catalog.>) 1" } @arrays),
-	  map { "pg_catalog.cardinality($_) OPERATOR(pg_catalog.<>) pg_catalog.cardinality($key)" } @arrays[ 1 .. $#arrays ];
+	# the split, each part on its partition, every input answered; first
+	# the whole call's refusals, argument by argument as the shards check
+	# them (src/api_batch.c), then the arrays' lengths against the first's
+	my $checks = '';
+	for my $arg (@args)
+	{
+		if (grep { $_ eq $arg } @arrays)
+		{
+			$checks .= <<"SQL";
+    IF $arg IS NULL THEN
+        PERFORM $S.pay_proxy_raise('22004', '$arg must not be null', NULL, 'Pass an array, empty for no inputs.');
+    ELSIF pg_catalog.array_ndims($arg) OPERATOR(pg_catalog.>) 1 THEN
+        PERFORM $S.pay_proxy_raise('22023', pg_catalog.format('$arg must have one dimension, not %s',
+                                                              pg_catalog.array_ndims($arg)),
+                                            NULL, 'Pass one element per input.');
+    END IF;
+SQL
+		}
+		else
+		{
+			$checks .= <<"SQL";
+    IF $arg IS NULL THEN
+        PERFORM $S.pay_proxy_raise('22004', '$arg must not be null', NULL,
+                                            'Pass a value for $arg: it applies to every input of the batch.');
+    END IF;
+SQL
+		}
+	}
+	for my $array (@arrays[ 1 .. $#arrays ])
+	{
+		$checks .= <<"SQL";
+    IF pg_catalog.cardinality($array) OPERATOR(pg_catalog.<>) pg_catalog.cardinality($key) THEN
+        PERFORM $S.pay_proxy_raise('22023', '$key and $array differ in length',
+            pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
+                              '$key has %s, $array %s.', pg_catalog.cardinality($key), pg_catalog.cardinality($array)),
+            'Pass arrays of equal lengths.');
+    END IF;
+SQL
+	}
 	my $aggregates = join ",\n",
 	  map { "               pg_catalog.array_agg(u.$elements[$_] ORDER BY u.input_number) AS $arrays[$_]" } 0 .. $#arrays;
 	my $part_args = join ', ', map { my $a = $_; (grep { $_ eq $a } @arrays) ? "part.$a" : $a } @args;
@@ -1277,15 +1305,7 @@ DECLARE
     i integer;
 ${error_variables}    error_constraint text;
 BEGIN
-    IF $nulls THEN
-        PERFORM $S.pay_proxy_raise('22004', '$batch->{null_message}', NULL,
-                                            '$batch->{null_hint}');
-    END IF;
-    IF $shape THEN
-        PERFORM $S.pay_proxy_raise('22023', '$batch->{shape_message}', NULL,
-                                            '$batch->{shape_hint}');
-    END IF;
-
+${checks}
     FOR part IN
         SELECT u.partition_number,
                pg_catalog.array_agg(u.input_number ORDER BY u.input_number) AS input_numbers,
