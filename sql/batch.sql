@@ -284,6 +284,21 @@ GROUP BY 1, 2 ORDER BY 1, 2;
 SELECT count(*) AS bulk_in_ledger, count(*) FILTER (WHERE status = 'PROCESSING' AND attempt = 1) AS processing_once
 FROM pay_ledger WHERE prefix = 'BTA' AND biz_id LIKE 'bulk-%';
 
+-- Refusals of the ledger's state in the middle of writes (each one rolls
+-- its segment back, and the inputs before it run again): every 100th
+-- input another amount for a payment in flight, among the new ones in the
+-- order the batch runs them (by key).  Every new payment is claimed once
+-- and journaled once per step.
+SELECT action, sqlstate, constraint_name, count(*)
+FROM pay_open_claim_many('BTA', ARRAY(SELECT CASE WHEN g % 100 = 0 THEN 'bulk-' || (g - 1) ELSE 'bulk-' || g || 'b' END
+                                      FROM generate_series(1, 1000) AS g),
+                         ARRAY(SELECT CASE WHEN g % 100 = 0 THEN 99 ELSE 5 END FROM generate_series(1, 1000) AS g)::numeric[],
+                         'EUR')
+GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
+SELECT count(*) AS new_in_ledger, count(*) FILTER (WHERE l.status = 'PROCESSING' AND l.attempt = 1) AS processing_once,
+       sum((SELECT count(*) FROM pay_journal AS j WHERE j.bizno = l.bizno)) AS journal_rows
+FROM pay_ledger AS l WHERE prefix = 'BTA' AND biz_id LIKE 'bulk-%b';
+
 DROP FUNCTION world_differences();
 DROP VIEW world_ledgers, world_journals;
 DROP TABLE claim_inputs, claim_answers, settle_inputs, settle_answers;

@@ -7,37 +7,46 @@
  * Each input goes through the single call's own code (PayOpenClaimRow,
  * PaySettleRow), in the batch's one transaction, sorted by key (biz_id,
  * bizNo) and in input order within a key: the same key twice answers as
- * two calls in that order would, inputs of different keys do not depend on
- * each other, and two batches over overlapping keys take their locks in
- * the same order -- one waits for the other rather than deadlock.  An input the single
- * call refuses answers its refusal -- SQLSTATE and constraint name --
- * instead of aborting the batch, and leaves nothing written, as the
- * refused call does.
+ * two calls in that order would, inputs of different keys do not depend
+ * on each other, and two batches over overlapping keys take their locks
+ * in the same order -- one waits for the other rather than deadlock.  An
+ * input the single call refuses answers its refusal -- SQLSTATE and
+ * constraint name -- instead of aborting the batch, and leaves nothing
+ * written, as the refused call does.
  *
  * That takes error isolation, a subtransaction, which the single call's
  * refusals, raised anywhere in its code and its triggers, need.  One per
- * input would be costly twice over: a thousand subtransaction starts and
- * ends, and a thousand subtransaction XIDs, of which a backend's PGPROC
- * caches only 64 (PGPROC_MAX_CACHED_SUBXIDS) -- beyond them every other
- * session's snapshot is suboverflowed while the batch runs, and its
- * visibility checks look XIDs up in pg_subtrans.  So the inputs run in
- * segments (RunBatch): one subtransaction runs every input, in that order,
- * from the first not yet answered to the end.  When an input is refused, the segment is
- * rolled back, the refusal recorded, and the inputs of the segment before
- * it run again, in a segment that ends just before it; the next starts
- * just after it.  A batch nobody refuses is one subtransaction, one XID
- * and no input run twice; each refusal costs the inputs since the previous
- * refusal once more (so at most the batch once more in all), one rolled
- * back and one more committed subtransaction when inputs before it wrote,
- * none when it is the first of its segment.  A refused input writes
- * nothing before it is refused in almost every case; a segment without a
- * write gets no XID at all.  doc/internals.md has the figures.
+ * input would be costly: a thousand subtransaction XIDs, of which a
+ * backend's PGPROC caches only 64 (PGPROC_MAX_CACHED_SUBXIDS) -- beyond
+ * them every other session's snapshot is suboverflowed while the batch
+ * runs, and its visibility checks look XIDs up in pg_subtrans.  So:
+ *
+ * - First every input's arguments are held to the single call's rules
+ *   (PayOpenArguments, PaySettleCheckArguments), which it applies before
+ *   it reads anything: a NULL, a malformed key, a bad amount or reference
+ *   is refused whatever the ledger holds.  These checks write nothing, so
+ *   their subtransactions get no XID.
+ * - Then the inputs run in segments (RunBatch): one subtransaction runs
+ *   every input not refused yet, in run order, from the first not yet
+ *   answered to the end.  When an input is refused, the segment is rolled
+ *   back, the refusal recorded, and the inputs of the segment before it
+ *   run again, in a segment that ends just before it; the next starts just
+ *   after it.  A batch nobody refuses here is one subtransaction, one XID,
+ *   no input run twice; each refusal costs the inputs since the previous
+ *   one once more (the batch once more at most, in all), and one more
+ *   committed subtransaction when inputs before it wrote -- none when it is
+ *   the first of its segment.  Only batches with more than 64 refusals of
+ *   the ledger's state (a frozen amount, an archived payment, a stale
+ *   attempt), each after a write, overflow the cache.
+ *
+ * doc/internals.md has the measurements.
  *
  * What is rolled back is run again, not replayed: an input run again reads
  * the ledger as it stands then.  An input another session's commit made
  * refused while its segment ran again is recorded as refused, and the
  * input that caused the rerun runs again after it, so that every answer is
- * one of the ledger its input met.
+ * one of the ledger its input met.  A WARNING an input sent (a second
+ * charge's) is sent again when the input runs again.
  *
  * Errors that are no answer to an input -- a cancel, a timeout, a
  * deadlock, a serialization failure, memory or disk exhausted, an internal
@@ -209,10 +218,10 @@ RunOrder(const BatchArray *keys)
 }
 
 /*
- * Run the inputs of a batch, order[0] first, in segments of that order
- * (the header explains them), each in a memory context reset for every
- * input; a refused input's refusal goes to refusals[input], whose
- * sqlerrcodes must start at 0.  Call it inside SPI.
+ * Run the inputs of a batch not refused yet, order[0] first, in segments of
+ * that order (the header explains them), each in a memory context reset
+ * for every input; a refused input's refusal goes to refusals[input].
+ * run_input is the inputs' checks or their calls.  Call it inside SPI.
  */
 static void
 RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
@@ -230,10 +239,11 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 		volatile int i = start;
 		ErrorData  *volatile edata = NULL;
 
+		if (stop <= start)
+			stop = n;			/* the rerun is done */
 		if (refusals[order[start]].sqlerrcode != 0)
 		{
 			start++;
-			stop = n;
 			continue;
 		}
 
@@ -243,6 +253,8 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 		{
 			for (; i < stop; i++)
 			{
+				if (refusals[order[i]].sqlerrcode != 0)
+					continue;
 				CHECK_FOR_INTERRUPTS();
 				MemoryContextReset(input_context);
 				MemoryContextSwitchTo(input_context);
@@ -272,9 +284,11 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 			ReThrowError(edata);
 		/* a rerun was refused midway: the input that caused it runs again */
 		if (stop < n)
-			refusals[order[stop]].sqlerrcode = 0;
+			refusals[order[stop]] = (BatchRefusal) {0};
 		refusals[order[i]].sqlerrcode = edata->sqlerrcode;
-		refusals[order[i]].constraint_name = edata->constraint_name;
+		/* kept with the answers, past SPI_finish */
+		refusals[order[i]].constraint_name = edata->constraint_name == NULL ? NULL :
+			MemoryContextStrdup(GetMemoryChunkContext(refusals), edata->constraint_name);
 		stop = i;
 	}
 	MemoryContextDelete(input_context);
@@ -303,14 +317,11 @@ typedef struct OpenClaimBatch
 	int32	   *attempts;
 } OpenClaimBatch;
 
-/* Input i of pay_open_claim_many: pay_open_claim's arguments, its claim. */
+/* pay_open_claim's call for input i of pay_open_claim_many, in input */
 static void
-OpenClaimInput(void *arg, int i)
+OpenClaimCall(const OpenClaimBatch *batch, int i, FunctionCallInfo input)
 {
-	OpenClaimBatch *batch = arg;
 	FunctionCallInfo fcinfo = batch->fcinfo;
-	LOCAL_FCINFO(input, 4);
-	LedgerRow	row;
 
 	InitFunctionCallInfoData(*input, fcinfo->flinfo, 4, fcinfo->fncollation, NULL, NULL);
 	input->args[0] = fcinfo->args[0];
@@ -319,6 +330,27 @@ OpenClaimInput(void *arg, int i)
 	input->args[2].value = batch->amounts.values[i];
 	input->args[2].isnull = batch->amounts.nulls[i];
 	input->args[3] = fcinfo->args[3];
+}
+
+/* Input i's arguments, held to pay_open_claim's rules. */
+static void
+OpenClaimCheck(void *arg, int i)
+{
+	LOCAL_FCINFO(input, 4);
+
+	OpenClaimCall(arg, i, input);
+	(void) PayOpenArguments(input, PAY_API_1_4);
+}
+
+/* Input i of pay_open_claim_many: pay_open_claim's claim. */
+static void
+OpenClaimInput(void *arg, int i)
+{
+	OpenClaimBatch *batch = arg;
+	LOCAL_FCINFO(input, 4);
+	LedgerRow	row;
+
+	OpenClaimCall(batch, i, input);
 	batch->actions[i] = PayOpenClaimRow(input, batch->catalog, PAY_API_1_4,
 										&batch->biznos[i], &row);
 	batch->attempts[i] = row.attempt;
@@ -339,6 +371,7 @@ pay_open_claim_many(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	OpenClaimBatch batch = {.fcinfo = fcinfo};
 	BatchRefusal *refusals;
+	int		   *order;
 	int			n;
 
 	PayRefuseClaimInTransaction("pay_open_claim_many");
@@ -356,8 +389,10 @@ pay_open_claim_many(PG_FUNCTION_ARGS)
 	batch.attempts = palloc(sizeof(int32) * Max(n, 1));
 	refusals = palloc0(sizeof(BatchRefusal) * Max(n, 1));
 
+	order = RunOrder(&batch.biz_ids);
 	SPI_connect();
-	RunBatch(n, RunOrder(&batch.biz_ids), OpenClaimInput, &batch, refusals);
+	RunBatch(n, order, OpenClaimCheck, &batch, refusals);
+	RunBatch(n, order, OpenClaimInput, &batch, refusals);
 	SPI_finish();
 
 	for (int i = 0; i < n; i++)
@@ -409,19 +444,16 @@ typedef struct SettleBatch
 } SettleBatch;
 
 /*
- * Input i of pay_settle_many: pay_succeed(biznos[i], channel_refs[i],
- * attempts[i]) when its outcome is SUCCESS, pay_fail(biznos[i], reasons[i],
- * attempts[i]) when it is FAILED; the outcome is read first, as it names
- * the call.
+ * The call for input i of pay_settle_many, in input: pay_succeed(biznos[i],
+ * channel_refs[i], attempts[i]) when its outcome is SUCCESS, pay_fail(
+ * biznos[i], reasons[i], attempts[i]) when it is FAILED; the outcome is
+ * read first, as it names the call.  Returns the outcome.
  */
-static void
-SettleInput(void *arg, int i)
+static PayStatus
+SettleCall(const SettleBatch *batch, int i, FunctionCallInfo input)
 {
-	SettleBatch *batch = arg;
 	FunctionCallInfo fcinfo = batch->fcinfo;
-	LOCAL_FCINFO(input, 4);
 	PayStatus	outcome;
-	bool		second_charge;
 
 	if (batch->outcomes.nulls[i])
 		ereport(ERROR,
@@ -453,7 +485,28 @@ SettleInput(void *arg, int i)
 	input->args[2].isnull = batch->attempts.nulls[i];
 	input->args[3].value = (Datum) 0;	/* no response: pay_succeed's default */
 	input->args[3].isnull = true;
-	second_charge = PaySettleRow(input, batch->catalog, outcome, PAY_API_1_4);
+	return outcome;
+}
+
+/* Input i's outcome and arguments, held to the rules of its call. */
+static void
+SettleCheck(void *arg, int i)
+{
+	LOCAL_FCINFO(input, 4);
+	PayStatus	outcome = SettleCall(arg, i, input);
+
+	PaySettleCheckArguments(input, outcome, PAY_API_1_4);
+}
+
+/* Input i of pay_settle_many, settled as its call settles it. */
+static void
+SettleInput(void *arg, int i)
+{
+	SettleBatch *batch = arg;
+	LOCAL_FCINFO(input, 4);
+	PayStatus	outcome = SettleCall(batch, i, input);
+	bool		second_charge = PaySettleRow(input, batch->catalog, outcome, PAY_API_1_4);
+
 	batch->results[i] = outcome == PAY_FAILED ? SETTLE_FAILED :
 		second_charge ? SETTLE_SECOND_CHARGE : SETTLE_SUCCESS;
 }
@@ -473,6 +526,7 @@ pay_settle_many(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	SettleBatch batch = {.fcinfo = fcinfo};
 	BatchRefusal *refusals;
+	int		   *order;
 	int			n;
 
 	batch.biznos = ArrayArgument(fcinfo, 0, "biznos");
@@ -491,8 +545,10 @@ pay_settle_many(PG_FUNCTION_ARGS)
 	batch.results = palloc(sizeof(SettleResult) * Max(n, 1));
 	refusals = palloc0(sizeof(BatchRefusal) * Max(n, 1));
 
+	order = RunOrder(&batch.biznos);
 	SPI_connect();
-	RunBatch(n, RunOrder(&batch.biznos), SettleInput, &batch, refusals);
+	RunBatch(n, order, SettleCheck, &batch, refusals);
+	RunBatch(n, order, SettleInput, &batch, refusals);
 	SPI_finish();
 
 	for (int i = 0; i < n; i++)

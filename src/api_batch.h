@@ -23,6 +23,8 @@ extern PayAction PayOpenClaimRow(FunctionCallInfo fcinfo, const PayCatalog *cata
 								 PayApi api, Datum *bizno, LedgerRow *row);
 extern bool PaySettleRow(FunctionCallInfo fcinfo, const PayCatalog *catalog,
 						 PayStatus target, PayApi api);
+extern PaymentAmount PayOpenArguments(FunctionCallInfo fcinfo, PayApi api);
+extern void PaySettleCheckArguments(FunctionCallInfo fcinfo, PayStatus target, PayApi api);
 extern void PayRefuseClaimInTransaction(const char *function);
 
 extern Datum pay_open_claim_many(PG_FUNCTION_ARGS);

@@ -283,17 +283,27 @@ AnswerFromArchive(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 
 /*
  * Carry out the machine's pay_begin decision on a row read plainly (when
- * the decision writes nothing) or under lock (when it does).
+ * the decision writes nothing) or under lock (when it does).  The step
+ * into PROCESSING, the claim itself, is written as a settlement is, by the
+ * access methods where they may be used (PayLedgerAdvance); a reset
+ * carries a note, rare, by SQL.
  */
 static PayAction
-Begin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
+Begin(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
 	  const PaymentAmount *amount, PayBeginDecision decision, PayApi api)
 {
+	PayStatus	status = row->status;
+
 	ApplyAmount(catalog, bizno, row, amount, api);
 	for (int i = 0; i < decision.nsteps; i++)
-		PayLedgerSetStatus(catalog, bizno, decision.steps[i],
-				  decision.steps[i] == PAY_INIT ?
-				  "reset by pay_begin (idempotent_pay.retry_failed = auto)" : NULL);
+	{
+		if (decision.steps[i] == PAY_INIT)
+			PayLedgerSetStatus(catalog, bizno, PAY_INIT,
+							   "reset by pay_begin (idempotent_pay.retry_failed = auto)");
+		else
+			PayLedgerAdvance(fcinfo, catalog, bizno, status, decision.steps[i]);
+		status = decision.steps[i];
+	}
 	return decision.action;
 }
 
@@ -301,12 +311,13 @@ Begin(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
  * The pay_begin decision on bizno, carried out; returns the action.  When
  * after is not NULL it receives the payment as the call leaves it (for
  * pay_claim): the row read if nothing was locked or written, else the row
- * read again.  pay_begin passes NULL and reads nothing more.  Call it
- * inside SPI.
+ * read again.  pay_begin passes NULL and reads nothing more.  opened: the
+ * row of bizno was inserted by this call (pay_open_claim's new business
+ * action).  Call it inside SPI.
  */
 static PayAction
 Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
-	  const PaymentAmount *amount, PayApi api, LedgerRow *after)
+	  const PaymentAmount *amount, PayApi api, LedgerRow *after, bool opened)
 {
 	bool		retry_failed = pay_retry_failed == PAY_RETRY_AUTO;
 	PayBeginDecision decision;
@@ -362,16 +373,23 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 		}
 		decision = PayDecideBegin(row.status, retry_failed);
 		row_is_current = true;
-		/* a decision that writes is taken again on the row under lock */
+		/*
+		 * A decision that writes is taken again on the row under lock --
+		 * unless this call inserted the row: no other transaction sees it,
+		 * and the insert holds it as a lock would.
+		 */
 		if (decision.nsteps > 0 ||
 			(!PayStatusIsFrozen(row.status) && PayAmountDiffers(&row, amount)))
 		{
-			if (!PayLedgerLock(catalog, bizno, &row))
-				continue;		/* deleted meanwhile */
-			decision = PayDecideBegin(row.status, retry_failed);
+			if (!opened)
+			{
+				if (!PayLedgerLock(catalog, bizno, &row))
+					continue;	/* deleted meanwhile */
+				decision = PayDecideBegin(row.status, retry_failed);
+			}
 			row_is_current = false;
 		}
-		action = Begin(catalog, bizno, &row, amount, decision, api);
+		action = Begin(fcinfo, catalog, bizno, &row, amount, decision, api);
 		break;
 	}
 
@@ -411,7 +429,7 @@ BeginPayment(FunctionCallInfo fcinfo, PayApi api)
 	amount = PayAmountArguments(fcinfo, 1, 2, api);
 
 	SPI_connect();
-	action = Claim(fcinfo, catalog, bizno, &amount, api, NULL);
+	action = Claim(fcinfo, catalog, bizno, &amount, api, NULL, false);
 	SPI_finish();
 
 	PayStatsCountAnswer(action);
@@ -497,7 +515,7 @@ ClaimPayment(FunctionCallInfo fcinfo, PayApi api)
 	amount = PayAmountArguments(fcinfo, 1, 2, api);
 
 	SPI_connect();
-	action = Claim(fcinfo, catalog, bizno, &amount, api, &row);
+	action = Claim(fcinfo, catalog, bizno, &amount, api, &row, false);
 	result = SPI_datumTransfer(ClaimResult(fcinfo, catalog, bizno, action, &row), false, -1);
 	SPI_finish();
 
@@ -524,14 +542,32 @@ pay_claim_1_4(PG_FUNCTION_ARGS)
 }
 
 /*
+ * pay_open's and pay_open_claim's arguments (prefix, biz_id, amount,
+ * currency), held to their rules before anything is read: what the call
+ * refuses whatever the ledger holds.  Returns the amount.
+ */
+PaymentAmount
+PayOpenArguments(FunctionCallInfo fcinfo, PayApi api)
+{
+	PayRequireArgument(fcinfo, 0, "prefix");
+	PayRequireArgument(fcinfo, 1, "biz_id");
+	PayRequireArgument(fcinfo, 2, "amount");
+	if (api >= PAY_API_1_3)
+		PayRequireArgument(fcinfo, 3, "currency");
+	BiznoCheckParts(PG_GETARG_TEXT_PP(0), PG_GETARG_TEXT_PP(1));
+	return PayAmountArguments(fcinfo, 2, 3, api);
+}
+
+/*
  * The bizNo of business action (prefix, biz_id): the recorded one (another
  * amount or currency held to ApplyAmount's rules), or a new one recorded
- * as INIT.
+ * as new_status (*opened set): INIT for pay_open, the claim's first step
+ * for pay_open_claim since 1.4.
  * Call it inside SPI; the bizNo is in the caller's memory.
  */
 static Datum
 OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amount,
-		  PayApi api)
+		  PayApi api, PayStatus new_status, bool *opened)
 {
 	text	   *prefix;
 	text	   *biz_id;
@@ -542,17 +578,12 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 	PayInsertConflict conflict = PAY_INSERT_IF_ABSENT;
 	bool		inserted;
 
-	PayRequireArgument(fcinfo, 0, "prefix");
-	PayRequireArgument(fcinfo, 1, "biz_id");
-	PayRequireArgument(fcinfo, 2, "amount");
-	if (api >= PAY_API_1_3)
-		PayRequireArgument(fcinfo, 3, "currency");
+	*amount = PayOpenArguments(fcinfo, api);
 	prefix = PG_GETARG_TEXT_PP(0);
 	biz_id = PG_GETARG_TEXT_PP(1);
-	BiznoCheckParts(prefix, biz_id);
-	*amount = PayAmountArguments(fcinfo, 2, 3, api);
 	order[0] = PointerGetDatum(prefix);
 	order[1] = PointerGetDatum(biz_id);
+	*opened = false;
 
 	for (;;)
 	{
@@ -601,8 +632,9 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 																	   VARSIZE_ANY_EXHDR(prefix),
 																	   VARDATA_ANY(biz_id),
 																	   VARSIZE_ANY_EXHDR(biz_id))));
-		inserted = PayLedgerInsert(fcinfo, catalog, bizno, PAY_INIT, amount, conflict);
+		inserted = PayLedgerInsert(fcinfo, catalog, bizno, new_status, amount, conflict);
 		PayArchiveForgetChecked();
+		*opened = inserted;
 		if (inserted)
 			return SPI_datumTransfer(bizno, false, -1);
 		if (conflict == PAY_INSERT_STRICT)
@@ -628,9 +660,10 @@ OpenPayment(FunctionCallInfo fcinfo, PayApi api)
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
 	PaymentAmount amount;
 	Datum		bizno;
+	bool		opened;
 
 	SPI_connect();
-	bizno = OpenOrder(fcinfo, catalog, &amount, api);
+	bizno = OpenOrder(fcinfo, catalog, &amount, api, PAY_INIT, &opened);
 	SPI_finish();
 
 	PG_RETURN_DATUM(bizno);
@@ -666,10 +699,29 @@ PayAction
 PayOpenClaimRow(FunctionCallInfo fcinfo, const PayCatalog *catalog, PayApi api,
 				Datum *bizno, LedgerRow *row)
 {
+	PayBeginDecision decision = PayDecideBegin(PAY_NEW_ROW,
+											   pay_retry_failed == PAY_RETRY_AUTO);
 	PaymentAmount amount;
+	bool		opened;
 
-	*bizno = OpenOrder(fcinfo, catalog, &amount, api);
-	return Claim(fcinfo, catalog, *bizno, &amount, api, row);
+	/*
+	 * Since 1.4 a new business action is recorded as the claim of a new key
+	 * is, in its first step (PROCESSING, journaled once) rather than as INIT
+	 * then claimed: no other transaction could see it INIT, and one write
+	 * and one journal row are half the cost of the new payment.  Before,
+	 * it went through INIT, as 1.3's SQL keeps it.
+	 */
+	if (api < PAY_API_1_4)
+	{
+		*bizno = OpenOrder(fcinfo, catalog, &amount, api, PAY_INIT, &opened);
+		return Claim(fcinfo, catalog, *bizno, &amount, api, row, opened);
+	}
+	*bizno = OpenOrder(fcinfo, catalog, &amount, api, decision.steps[0], &opened);
+	if (!opened)
+		return Claim(fcinfo, catalog, *bizno, &amount, api, row, false);
+	if (!PayLedgerProbe(fcinfo, *bizno, row))
+		PayRequireRowWritten(false, *bizno);
+	return decision.action;
 }
 
 /*

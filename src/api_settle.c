@@ -240,6 +240,16 @@ SettleArguments(FunctionCallInfo fcinfo, PayStatus target, PayApi api)
 }
 
 /*
+ * Hold pay_succeed's or pay_fail's arguments to their rules, as the call
+ * does before it reads anything: what it refuses whatever the ledger holds.
+ */
+void
+PaySettleCheckArguments(FunctionCallInfo fcinfo, PayStatus target, PayApi api)
+{
+	(void) SettleArguments(fcinfo, target, api);
+}
+
+/*
  * pay_succeed and pay_fail: PROCESSING -> target, a no-op on target.
  * attempt, when given, must be the current attempt (a fencing token);
  * since 1.3 it must be given, and a success must bring the bank's

@@ -6,7 +6,8 @@
  *	  when write_direct_policy.c allows it, else through SQL (write_sql.c).
  *
  * Only the hot writes have two ways: a new payment's INSERT, the settling
- * UPDATE and the journal trigger's row.  Every other read and write is rare
+ * UPDATE (and a claim's INIT -> PROCESSING, written as one), and the
+ * journal trigger's row.  Every other read and write is rare
  * enough to be planned SQL always; the probe of the primary key is always
  * direct, as it only reads, and checks the privilege a SELECT would need.
  *
@@ -98,6 +99,35 @@ void
 PayLedgerSetStatus(const PayCatalog *catalog, Datum bizno, PayStatus status, const char *note)
 {
 	PayRequireRowWritten(PaySqlSetStatus(catalog, bizno, status, note), bizno);
+}
+
+/*
+ * Move the row of bizno, locked (or inserted by this transaction), from
+ * status from to status to without a note: through the access methods, as
+ * a settlement, when write_direct_policy.c allows it, else as
+ * PayLedgerSetStatus; the write must be made.  The direct write also sets
+ * the row's response and note to NULL, which an INIT or FAILED payment's
+ * are.
+ */
+void
+PayLedgerAdvance(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+				 PayStatus from, PayStatus to)
+{
+	PaySettleWrite step = {
+		.bizno = bizno,
+		.target = to,
+		.from = from,
+		.channel_ref_null = true,
+		.last_error_null = true,
+		.attempt_null = true,
+		.response_null = true,
+	};
+	bool		written;
+
+	if (PayDirectSettle(fcinfo, &step, &written))
+		PayRequireRowWritten(written, bizno);
+	else
+		PayLedgerSetStatus(catalog, bizno, to, NULL);
 }
 
 /* Set the amount and currency of the row of bizno; the write must be made. */

@@ -45,6 +45,8 @@ extern bool PayLedgerInsertRefund(const PayCatalog *catalog, const PayRefundRow 
 								  PayInsertConflict conflict);
 extern void PayLedgerSetStatus(const PayCatalog *catalog, Datum bizno, PayStatus status,
 							   const char *note);
+extern void PayLedgerAdvance(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+							 PayStatus from, PayStatus to);
 extern void PayLedgerSetAmount(const PayCatalog *catalog, Datum bizno,
 							   bool amount_null, Datum amount,
 							   bool currency_null, Datum currency);

@@ -717,6 +717,48 @@ archive_bench() {
 	echo "   row 9 took $((SECONDS - started)) s" >&2
 }
 
+# Row 10, batches: payments/s of pay_open_claim_many + pay_settle_many in
+# batches of BATCH_SIZE (test/bench/batch.pgbench) against pay_open_claim +
+# pay_succeed one call each (open_claim.pgbench), side by side as compare()
+# runs them; and the WAL each writes a payment, by one client from a fresh
+# checkpoint, over BATCH_WAL_PAYMENTS payments.
+BATCH_SIZE=1000
+BATCH_WAL_PAYMENTS=${BENCH_BATCH_WAL_PAYMENTS:-10000}
+
+# WAL bytes a payment of script $1, which makes $2 payments a transaction.
+batch_wal() {
+	local script=$1 per_xact=$2 lsn0
+	sql -c "VACUUM ANALYZE" -c "CHECKPOINT"
+	lsn0=$(sql -c "SELECT pg_current_wal_insert_lsn()")
+	pgbench -n -M prepared -c 1 -j 1 -t $((BATCH_WAL_PAYMENTS / per_xact)) -f "$HERE/$script" "$DB" \
+		>/dev/null 2>&1 || { echo "pgbench $script failed" >&2; return 1; }
+	sql -c "SELECT round(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn0') / $BATCH_WAL_PAYMENTS)"
+}
+
+batch_bench() {
+	local batch_rates='' i wal_single wal_batch
+	echo "== 10. batches of $BATCH_SIZE: pay_open_claim_many + pay_settle_many vs pay_open_claim + pay_succeed" >&2
+	compare batch.pgbench open_claim.pgbench
+	# a batch transaction is BATCH_SIZE payments
+	for i in ${RUNS[batch.pgbench]}; do
+		batch_rates+="$(awk -v r="$i" -v n="$BATCH_SIZE" 'BEGIN { printf "%.0f", r * n }') "
+	done
+	wal_single=$(batch_wal open_claim.pgbench 1)
+	wal_batch=$(batch_wal batch.pgbench "$BATCH_SIZE")
+	echo "   batch payments/s: ${batch_rates}; WAL a payment: batch $wal_batch, single $wal_single bytes" >&2
+	row "10. new payments in batches of $BATCH_SIZE (payments/s; WAL bytes a payment)" \
+		"batches $(printf %.0f "$(median_of "$batch_rates")"), single calls $(printf %.0f "${MEDIAN[open_claim.pgbench]}"); WAL batches $wal_batch, single calls $wal_single" \
+		"$(paired "$batch_rates" "${RUNS[open_claim.pgbench]}" 'single calls'); WAL $(ratio "$wal_batch" "$wal_single")×" \
+		"≥ 5×; WAL ≤ 1×"
+}
+
+# BENCH_ONLY=batch: row 10 alone
+if [ "${BENCH_ONLY:-}" = batch ]; then
+	batch_bench
+	table
+	exit 0
+fi
+
 # BENCH_ONLY=instructions: rows 1d and 9c alone
 if [ "${BENCH_ONLY:-}" = instructions ]; then
 	instructions
@@ -838,6 +880,7 @@ row "6. backend memory growth after 1M API calls in one session" \
 
 stats_reads
 archive_bench
+batch_bench
 table
 durable_table
 stats_table
