@@ -518,7 +518,9 @@ BEGIN
                pg_catalog.array_agg(u.input_number ORDER BY u.input_number) AS input_numbers,
                pg_catalog.array_agg(u.biz_id ORDER BY u.input_number) AS biz_ids,
                pg_catalog.array_agg(u.amount ORDER BY u.input_number) AS amounts
-        FROM pg_catalog.unnest(biz_ids, amounts, @extschema@.pay_partitions(prefix, biz_ids))
+        FROM ROWS FROM (pg_catalog.unnest(biz_ids),
+                        pg_catalog.unnest(amounts),
+                        pg_catalog.unnest(@extschema@.pay_partitions(prefix, biz_ids)))
              WITH ORDINALITY AS u(biz_id, amount, partition_number, input_number)
         GROUP BY u.partition_number
     LOOP
@@ -554,7 +556,8 @@ BEGIN
             END;
             RETURN QUERY SELECT u.input_number::integer, u.key, NULL::text, NULL::@extschema@.pay_action, NULL::integer,
                                 error_state, NULLIF(error_constraint, '')
-                         FROM pg_catalog.unnest(part.input_numbers, part.biz_ids) AS u(input_number, key);
+                         FROM ROWS FROM (pg_catalog.unnest(part.input_numbers), pg_catalog.unnest(part.biz_ids))
+                              AS u(input_number, key);
         END;
     END LOOP;
 END
@@ -678,7 +681,12 @@ BEGIN
                pg_catalog.array_agg(u.outcome ORDER BY u.input_number) AS outcomes,
                pg_catalog.array_agg(u.channel_ref ORDER BY u.input_number) AS channel_refs,
                pg_catalog.array_agg(u.reason ORDER BY u.input_number) AS reasons
-        FROM pg_catalog.unnest(biznos, attempts, outcomes, channel_refs, reasons, @extschema@.pay_partitions(biznos))
+        FROM ROWS FROM (pg_catalog.unnest(biznos),
+                        pg_catalog.unnest(attempts),
+                        pg_catalog.unnest(outcomes),
+                        pg_catalog.unnest(channel_refs),
+                        pg_catalog.unnest(reasons),
+                        pg_catalog.unnest(@extschema@.pay_partitions(biznos)))
              WITH ORDINALITY AS u(bizno, attempt, outcome, channel_ref, reason, partition_number, input_number)
         GROUP BY u.partition_number
     LOOP
@@ -714,7 +722,8 @@ BEGIN
             END;
             RETURN QUERY SELECT u.input_number::integer, u.key, NULL::text,
                                 error_state, NULLIF(error_constraint, '')
-                         FROM pg_catalog.unnest(part.input_numbers, part.biznos) AS u(input_number, key);
+                         FROM ROWS FROM (pg_catalog.unnest(part.input_numbers), pg_catalog.unnest(part.biznos))
+                              AS u(input_number, key);
         END;
     END LOOP;
 END

@@ -1310,7 +1310,7 @@ ${checks}
         SELECT u.partition_number,
                pg_catalog.array_agg(u.input_number ORDER BY u.input_number) AS input_numbers,
 $aggregates
-        FROM pg_catalog.unnest(${\ join(', ', @arrays)}, $batch->{partitions})
+        FROM ROWS FROM (${\ join(",\n                        ", map { "pg_catalog.unnest($_)" } @arrays, $batch->{partitions})})
              WITH ORDINALITY AS u(${\ join(', ', @elements)}, partition_number, input_number)
         GROUP BY u.partition_number
     LOOP
@@ -1346,7 +1346,8 @@ $aggregates
             END;
             RETURN QUERY SELECT u.input_number::integer, $failed,
                                 error_state, NULLIF(error_constraint, '')
-                         FROM pg_catalog.unnest(part.input_numbers, part.$key) AS u(input_number, key);
+                         FROM ROWS FROM (pg_catalog.unnest(part.input_numbers), pg_catalog.unnest(part.$key))
+                              AS u(input_number, key);
         END;
     END LOOP;
 END
