@@ -196,6 +196,15 @@ FROM (VALUES ('v13_old_app'), ('v13_old_ops')) AS r(role),
              ('pay_second_charges()')) AS f(function)
 ORDER BY 1, 2;
 
+-- 1.3 has no batches, and its pay_open_claim records a new business
+-- action INIT, then claims it: two journal rows (1.4's SQL journals one).
+SELECT count(*) AS batch_functions FROM pg_proc
+WHERE proname IN ('pay_open_claim_many', 'pay_settle_many');
+SELECT bizno AS batchless, action FROM pay_open_claim('SHOP', 'V13-BATCHLESS', 20.00, 'EUR') \gset
+SELECT :'action' AS action,
+       string_agg(coalesce(from_status::text, 'NULL') || ' -> ' || to_status, ', ' ORDER BY seq) AS journal
+FROM pay_journal WHERE bizno = :'batchless';
+
 \c :regression_database
 DROP DATABASE version13;
 DROP ROLE v13_app, v13_ops, v13_old_app, v13_old_ops;

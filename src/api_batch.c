@@ -67,6 +67,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -221,7 +222,9 @@ RunOrder(const BatchArray *keys)
  * Run the inputs of a batch not refused yet, order[0] first, in segments of
  * that order (the header explains them), each in a memory context reset
  * for every input; a refused input's refusal goes to refusals[input].
- * run_input is the inputs' checks or their calls.  Call it inside SPI.
+ * run_input is the inputs' checks or their calls; a call connects to SPI
+ * and finishes, as the single call does, so that no input's SPI memory
+ * outlives it.
  */
 static void
 RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
@@ -286,7 +289,7 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 		if (stop < n)
 			refusals[order[stop]] = (BatchRefusal) {0};
 		refusals[order[i]].sqlerrcode = edata->sqlerrcode;
-		/* kept with the answers, past SPI_finish */
+		/* kept with the answers */
 		refusals[order[i]].constraint_name = edata->constraint_name == NULL ? NULL :
 			MemoryContextStrdup(GetMemoryChunkContext(refusals), edata->constraint_name);
 		stop = i;
@@ -312,6 +315,7 @@ typedef struct OpenClaimBatch
 	const PayCatalog *catalog;
 	BatchArray	biz_ids;
 	BatchArray	amounts;
+	MemoryContext answers;		/* where the answers are kept */
 	PayAction  *actions;
 	Datum	   *biznos;
 	int32	   *attempts;
@@ -350,10 +354,17 @@ OpenClaimInput(void *arg, int i)
 	LOCAL_FCINFO(input, 4);
 	LedgerRow	row;
 
+	Datum		bizno;
+	MemoryContext input_context;
+
 	OpenClaimCall(batch, i, input);
-	batch->actions[i] = PayOpenClaimRow(input, batch->catalog, PAY_API_1_4,
-										&batch->biznos[i], &row);
+	SPI_connect();
+	batch->actions[i] = PayOpenClaimRow(input, batch->catalog, PAY_API_1_4, &bizno, &row);
 	batch->attempts[i] = row.attempt;
+	SPI_finish();
+	input_context = MemoryContextSwitchTo(batch->answers);
+	batch->biznos[i] = datumCopy(bizno, false, -1);
+	MemoryContextSwitchTo(input_context);
 }
 
 /*
@@ -369,7 +380,7 @@ Datum
 pay_open_claim_many(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	OpenClaimBatch batch = {.fcinfo = fcinfo};
+	OpenClaimBatch batch = {.fcinfo = fcinfo, .answers = CurrentMemoryContext};
 	BatchRefusal *refusals;
 	int		   *order;
 	int			n;
@@ -390,10 +401,8 @@ pay_open_claim_many(PG_FUNCTION_ARGS)
 	refusals = palloc0(sizeof(BatchRefusal) * Max(n, 1));
 
 	order = RunOrder(&batch.biz_ids);
-	SPI_connect();
 	RunBatch(n, order, OpenClaimCheck, &batch, refusals);
 	RunBatch(n, order, OpenClaimInput, &batch, refusals);
-	SPI_finish();
 
 	for (int i = 0; i < n; i++)
 	{
@@ -505,8 +514,11 @@ SettleInput(void *arg, int i)
 	SettleBatch *batch = arg;
 	LOCAL_FCINFO(input, 4);
 	PayStatus	outcome = SettleCall(batch, i, input);
-	bool		second_charge = PaySettleRow(input, batch->catalog, outcome, PAY_API_1_4);
+	bool		second_charge;
 
+	SPI_connect();
+	second_charge = PaySettleRow(input, batch->catalog, outcome, PAY_API_1_4);
+	SPI_finish();
 	batch->results[i] = outcome == PAY_FAILED ? SETTLE_FAILED :
 		second_charge ? SETTLE_SECOND_CHARGE : SETTLE_SUCCESS;
 }
@@ -546,10 +558,8 @@ pay_settle_many(PG_FUNCTION_ARGS)
 	refusals = palloc0(sizeof(BatchRefusal) * Max(n, 1));
 
 	order = RunOrder(&batch.biznos);
-	SPI_connect();
 	RunBatch(n, order, SettleCheck, &batch, refusals);
 	RunBatch(n, order, SettleInput, &batch, refusals);
-	SPI_finish();
 
 	for (int i = 0; i < n; i++)
 	{
