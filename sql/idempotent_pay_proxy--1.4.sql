@@ -985,11 +985,10 @@ LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp
 COMMENT ON FUNCTION @extschema@.pay_increment_open(text, text, numeric) IS
 'The bizNo of increment increment_key of a held authorization before any capture, opened on the authorization''s partition, where its bizNo routes too';
 
-CREATE FUNCTION @extschema@.pay_authorization_balance_on_partition(auth_bizno text,
-    OUT authorized numeric, OUT captured numeric, OUT capture_in_flight numeric, OUT refunded numeric,
-    OUT refund_in_flight numeric, OUT capturable numeric, OUT refundable numeric, OUT closed_reason text,
-    OUT expires_at timestamptz)
-RETURNS record
+CREATE FUNCTION @extschema@.pay_authorization_balance_on_partition(auth_bizno text)
+RETURNS TABLE (authorized numeric, captured numeric, capture_in_flight numeric, refunded numeric,
+               refund_in_flight numeric, capturable numeric, refundable numeric, closed_reason text,
+               expires_at timestamptz)
 AS $$
     CLUSTER 'idempotent_pay';
     RUN ON @extschema@.pay_route(auth_bizno);
@@ -1003,11 +1002,10 @@ LANGUAGE plproxy;
 COMMENT ON FUNCTION @extschema@.pay_authorization_balance_on_partition(text) IS
 'PL/Proxy: runs pay_authorization_balance on the partition of its key, its constraint names reported; called by pay_authorization_balance';
 
-CREATE FUNCTION @extschema@.pay_authorization_balance(auth_bizno text,
-    OUT authorized numeric, OUT captured numeric, OUT capture_in_flight numeric, OUT refunded numeric,
-    OUT refund_in_flight numeric, OUT capturable numeric, OUT refundable numeric, OUT closed_reason text,
-    OUT expires_at timestamptz)
-RETURNS record
+CREATE FUNCTION @extschema@.pay_authorization_balance(auth_bizno text)
+RETURNS TABLE (authorized numeric, captured numeric, capture_in_flight numeric, refunded numeric,
+               refund_in_flight numeric, capturable numeric, refundable numeric, closed_reason text,
+               expires_at timestamptz)
 AS $$
 DECLARE
     error_state text;
@@ -1016,8 +1014,7 @@ DECLARE
     error_hint text;
     error_context text;
 BEGIN
-    SELECT * INTO authorized, captured, capture_in_flight, refunded, refund_in_flight, capturable, refundable, closed_reason, expires_at
-    FROM @extschema@.pay_authorization_balance_on_partition(auth_bizno);
+    RETURN QUERY SELECT * FROM @extschema@.pay_authorization_balance_on_partition(auth_bizno);
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
                             error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
@@ -1026,7 +1023,7 @@ EXCEPTION WHEN OTHERS THEN
                                         auth_bizno);
 END
 $$
-LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp
+LANGUAGE plpgsql STABLE ROWS 1 SET search_path = @extschema@, pg_temp
     SET client_min_messages = warning;
 
 COMMENT ON FUNCTION @extschema@.pay_authorization_balance(text) IS

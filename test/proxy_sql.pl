@@ -76,8 +76,8 @@ my @stats_columns = (
 # arguments) or 'key' (the first argument, a payment key: a payment's
 # bizNo, or an authorization's for the calls on its children).  args:
 # [name, type, default of the API function].  result: a scalar type,
-# 'void', [composite => type], [setof => type] or [out => [name, type],
-# ...].  grant: app (pay_grant) and/or operator (pay_grant_operator), as a
+# 'void', [composite => type], [setof => type], [out => [name, type], ...]
+# or [table => [name, type], ...] (RETURNS TABLE: no row, or several).  grant: app (pay_grant) and/or operator (pay_grant_operator), as a
 # 1.4 shard grants the shard's function.  since: the version that added
 # it; changed: the last version whose arguments or result differ from the
 # version before (the upgrade to it drops the call of types_before and
@@ -287,7 +287,7 @@ my @routed = (
 		route => 'key',
 		args => [ [ auth_bizno => 'text' ] ],
 		result => [
-			out => [ authorized => 'numeric' ],
+			table => [ authorized => 'numeric' ],
 			[ captured => 'numeric' ],
 			[ capture_in_flight => 'numeric' ],
 			[ refunded => 'numeric' ],
@@ -297,6 +297,7 @@ my @routed = (
 			[ closed_reason => 'text' ],
 			[ expires_at => 'timestamptz' ]
 		],
+		label => 'STABLE ROWS 1',
 		since => '1.4',
 		grant => [qw(app operator)],
 		comment => 'An authorization\'\'s hold, what its captures captured and hold, what its refunds returned '
@@ -403,6 +404,11 @@ sub returns
 	my $result = $call->{result};
 	return $result unless ref $result;
 	return 'record' if $result->[0] eq 'out';
+	if ($result->[0] eq 'table')
+	{
+		my (undef, @columns) = @$result;
+		return 'TABLE (' . column_list('               ', @columns) . ')';
+	}
 	return "$S.$result->[1]" if $result->[0] eq 'composite';
 	return "SETOF $S.$result->[1]";
 }
@@ -414,6 +420,11 @@ sub result_columns
 	my $result = $call->{result};
 	return () unless ref $result;
 	return map { $_->[0] } out_params($call) if $result->[0] eq 'out';
+	if ($result->[0] eq 'table')
+	{
+		my (undef, @columns) = @$result;
+		return map { $_->[0] } @columns;
+	}
 	return map { $_->[0] } @{ $columns{ $result->[1] } };
 }
 
@@ -514,7 +525,7 @@ sub api
 	{
 		$body = "RETURN $target;";
 	}
-	elsif ($result->[0] eq 'setof')
+	elsif ($result->[0] eq 'setof' || $result->[0] eq 'table')
 	{
 		$body = "RETURN QUERY SELECT * FROM $target;";
 	}

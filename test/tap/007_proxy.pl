@@ -816,6 +816,9 @@ card_refused_alike(pay_capture_limit => "pay_claim('$too_big')");
 is( proxy_sql("SELECT * FROM pay_authorization_balance('$auth')"),
 	partition_sql($auth_home, "SELECT * FROM pay_authorization_balance('$auth')"),
 	'pay_authorization_balance through the proxy: the partition\'s figures');
+is( proxy_sql("SELECT count(*) FROM pay_authorization_balance('$bizno')")
+	  . partition_sql($home, "SELECT count(*) FROM pay_authorization_balance('$bizno')"),
+	'00', 'pay_authorization_balance of a payment that is no authorization: no row, through the proxy as on its shard');
 like(proxy_sql("SELECT authorized, captured, capturable FROM pay_authorization_balance('$auth')"),
 	qr/^120(\.0+)?\|30(\.0+)?\|90(\.0+)?$/, 'authorized 120, captured 30, 90 capturable');
 $child{V1} = proxy_sql("SELECT pay_void_open('$auth', 'V1')");
