@@ -483,30 +483,33 @@ DECLARE
 BEGIN
     IF prefix IS NULL THEN
         PERFORM @extschema@.pay_proxy_raise('22004', 'prefix must not be null', NULL,
-                                            'Pass a value for prefix: it applies to every input of the batch.');
+            'Pass a value for prefix: it applies to every input of the batch.');
     END IF;
     IF biz_ids IS NULL THEN
-        PERFORM @extschema@.pay_proxy_raise('22004', 'biz_ids must not be null', NULL, 'Pass an array, empty for no inputs.');
+        PERFORM @extschema@.pay_proxy_raise('22004', 'biz_ids must not be null', NULL,
+            'Pass an array, empty for no inputs.');
     ELSIF pg_catalog.array_ndims(biz_ids) OPERATOR(pg_catalog.>) 1 THEN
-        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('biz_ids must have one dimension, not %s',
-                                                              pg_catalog.array_ndims(biz_ids)),
-                                            NULL, 'Pass one element per input.');
+        PERFORM @extschema@.pay_proxy_raise('22023',
+            pg_catalog.format('biz_ids must have one dimension, not %s', pg_catalog.array_ndims(biz_ids)),
+            NULL, 'Pass one element per input.');
     END IF;
     IF amounts IS NULL THEN
-        PERFORM @extschema@.pay_proxy_raise('22004', 'amounts must not be null', NULL, 'Pass an array, empty for no inputs.');
+        PERFORM @extschema@.pay_proxy_raise('22004', 'amounts must not be null', NULL,
+            'Pass an array, empty for no inputs.');
     ELSIF pg_catalog.array_ndims(amounts) OPERATOR(pg_catalog.>) 1 THEN
-        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('amounts must have one dimension, not %s',
-                                                              pg_catalog.array_ndims(amounts)),
-                                            NULL, 'Pass one element per input.');
+        PERFORM @extschema@.pay_proxy_raise('22023',
+            pg_catalog.format('amounts must have one dimension, not %s', pg_catalog.array_ndims(amounts)),
+            NULL, 'Pass one element per input.');
     END IF;
     IF currency IS NULL THEN
         PERFORM @extschema@.pay_proxy_raise('22004', 'currency must not be null', NULL,
-                                            'Pass a value for currency: it applies to every input of the batch.');
+            'Pass a value for currency: it applies to every input of the batch.');
     END IF;
     IF pg_catalog.cardinality(amounts) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biz_ids) THEN
         PERFORM @extschema@.pay_proxy_raise('22023', 'biz_ids and amounts differ in length',
             pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
-                              'biz_ids has %s, amounts %s.', pg_catalog.cardinality(biz_ids), pg_catalog.cardinality(amounts)),
+                              'biz_ids has %s, amounts %s.',
+                              pg_catalog.cardinality(biz_ids), pg_catalog.cardinality(amounts)),
             'Pass arrays of equal lengths.');
     END IF;
 
@@ -529,17 +532,21 @@ BEGIN
                 BEGIN
                     PERFORM @extschema@.pay_route(prefix, part.biz_ids[i]);
                 EXCEPTION WHEN OTHERS THEN
-                    GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_constraint = CONSTRAINT_NAME;
+                    GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE,
+                                            error_constraint = CONSTRAINT_NAME;
                 END;
-                RETURN QUERY SELECT part.input_numbers[i]::integer, part.biz_ids[i], NULL::text, NULL::@extschema@.pay_action, NULL::integer,
-                                    error_state, NULLIF(error_constraint, '');
+                RETURN QUERY SELECT part.input_numbers[i]::integer, part.biz_ids[i], NULL::text,
+                                    NULL::@extschema@.pay_action, NULL::integer, error_state,
+                                    NULLIF(error_constraint, '');
             END LOOP;
             CONTINUE;
         END IF;
         BEGIN
             RETURN QUERY
-                SELECT part.input_numbers[r.input_number]::integer, r.biz_id, r.bizno, r.action, r.attempt, r.sqlstate, r.constraint_name
-                FROM @extschema@.pay_open_claim_many_on_partition(part.partition_number, prefix, part.biz_ids, part.amounts, currency)
+                SELECT part.input_numbers[r.input_number]::integer, r.biz_id, r.bizno, r.action, r.attempt,
+                       r.sqlstate, r.constraint_name
+                FROM @extschema@.pay_open_claim_many_on_partition(part.partition_number, prefix, part.biz_ids,
+                         part.amounts, currency)
                      WITH ORDINALITY AS r(biz_id, bizno, action, attempt, sqlstate, constraint_name, input_number);
         EXCEPTION WHEN OTHERS THEN
             -- the part failed as a whole: each of its inputs answers the error
@@ -547,14 +554,15 @@ BEGIN
                                     error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
                                     error_context = PG_EXCEPTION_CONTEXT;
             BEGIN
-                PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context);
+                PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint,
+                                                    error_context);
             EXCEPTION WHEN OTHERS THEN
                 GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_constraint = CONSTRAINT_NAME;
             END;
-            RETURN QUERY SELECT u.input_number::integer, u.key, NULL::text, NULL::@extschema@.pay_action, NULL::integer,
-                                error_state, NULLIF(error_constraint, '')
-                         FROM ROWS FROM (pg_catalog.unnest(part.input_numbers), pg_catalog.unnest(part.biz_ids))
-                              AS u(input_number, key);
+            RETURN QUERY SELECT u.input_number::integer, u.key, NULL::text, NULL::@extschema@.pay_action,
+                                NULL::integer, error_state, NULLIF(error_constraint, '')
+                         FROM ROWS FROM (pg_catalog.unnest(part.input_numbers),
+                                         pg_catalog.unnest(part.biz_ids)) AS u(input_number, key);
         END;
     END LOOP;
 END
@@ -611,62 +619,71 @@ DECLARE
     error_constraint text;
 BEGIN
     IF biznos IS NULL THEN
-        PERFORM @extschema@.pay_proxy_raise('22004', 'biznos must not be null', NULL, 'Pass an array, empty for no inputs.');
+        PERFORM @extschema@.pay_proxy_raise('22004', 'biznos must not be null', NULL,
+            'Pass an array, empty for no inputs.');
     ELSIF pg_catalog.array_ndims(biznos) OPERATOR(pg_catalog.>) 1 THEN
-        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('biznos must have one dimension, not %s',
-                                                              pg_catalog.array_ndims(biznos)),
-                                            NULL, 'Pass one element per input.');
+        PERFORM @extschema@.pay_proxy_raise('22023',
+            pg_catalog.format('biznos must have one dimension, not %s', pg_catalog.array_ndims(biznos)),
+            NULL, 'Pass one element per input.');
     END IF;
     IF attempts IS NULL THEN
-        PERFORM @extschema@.pay_proxy_raise('22004', 'attempts must not be null', NULL, 'Pass an array, empty for no inputs.');
+        PERFORM @extschema@.pay_proxy_raise('22004', 'attempts must not be null', NULL,
+            'Pass an array, empty for no inputs.');
     ELSIF pg_catalog.array_ndims(attempts) OPERATOR(pg_catalog.>) 1 THEN
-        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('attempts must have one dimension, not %s',
-                                                              pg_catalog.array_ndims(attempts)),
-                                            NULL, 'Pass one element per input.');
+        PERFORM @extschema@.pay_proxy_raise('22023',
+            pg_catalog.format('attempts must have one dimension, not %s', pg_catalog.array_ndims(attempts)),
+            NULL, 'Pass one element per input.');
     END IF;
     IF outcomes IS NULL THEN
-        PERFORM @extschema@.pay_proxy_raise('22004', 'outcomes must not be null', NULL, 'Pass an array, empty for no inputs.');
+        PERFORM @extschema@.pay_proxy_raise('22004', 'outcomes must not be null', NULL,
+            'Pass an array, empty for no inputs.');
     ELSIF pg_catalog.array_ndims(outcomes) OPERATOR(pg_catalog.>) 1 THEN
-        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('outcomes must have one dimension, not %s',
-                                                              pg_catalog.array_ndims(outcomes)),
-                                            NULL, 'Pass one element per input.');
+        PERFORM @extschema@.pay_proxy_raise('22023',
+            pg_catalog.format('outcomes must have one dimension, not %s', pg_catalog.array_ndims(outcomes)),
+            NULL, 'Pass one element per input.');
     END IF;
     IF channel_refs IS NULL THEN
-        PERFORM @extschema@.pay_proxy_raise('22004', 'channel_refs must not be null', NULL, 'Pass an array, empty for no inputs.');
+        PERFORM @extschema@.pay_proxy_raise('22004', 'channel_refs must not be null', NULL,
+            'Pass an array, empty for no inputs.');
     ELSIF pg_catalog.array_ndims(channel_refs) OPERATOR(pg_catalog.>) 1 THEN
-        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('channel_refs must have one dimension, not %s',
-                                                              pg_catalog.array_ndims(channel_refs)),
-                                            NULL, 'Pass one element per input.');
+        PERFORM @extschema@.pay_proxy_raise('22023',
+            pg_catalog.format('channel_refs must have one dimension, not %s', pg_catalog.array_ndims(channel_refs)),
+            NULL, 'Pass one element per input.');
     END IF;
     IF reasons IS NULL THEN
-        PERFORM @extschema@.pay_proxy_raise('22004', 'reasons must not be null', NULL, 'Pass an array, empty for no inputs.');
+        PERFORM @extschema@.pay_proxy_raise('22004', 'reasons must not be null', NULL,
+            'Pass an array, empty for no inputs.');
     ELSIF pg_catalog.array_ndims(reasons) OPERATOR(pg_catalog.>) 1 THEN
-        PERFORM @extschema@.pay_proxy_raise('22023', pg_catalog.format('reasons must have one dimension, not %s',
-                                                              pg_catalog.array_ndims(reasons)),
-                                            NULL, 'Pass one element per input.');
+        PERFORM @extschema@.pay_proxy_raise('22023',
+            pg_catalog.format('reasons must have one dimension, not %s', pg_catalog.array_ndims(reasons)),
+            NULL, 'Pass one element per input.');
     END IF;
     IF pg_catalog.cardinality(attempts) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos) THEN
         PERFORM @extschema@.pay_proxy_raise('22023', 'biznos and attempts differ in length',
             pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
-                              'biznos has %s, attempts %s.', pg_catalog.cardinality(biznos), pg_catalog.cardinality(attempts)),
+                              'biznos has %s, attempts %s.',
+                              pg_catalog.cardinality(biznos), pg_catalog.cardinality(attempts)),
             'Pass arrays of equal lengths.');
     END IF;
     IF pg_catalog.cardinality(outcomes) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos) THEN
         PERFORM @extschema@.pay_proxy_raise('22023', 'biznos and outcomes differ in length',
             pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
-                              'biznos has %s, outcomes %s.', pg_catalog.cardinality(biznos), pg_catalog.cardinality(outcomes)),
+                              'biznos has %s, outcomes %s.',
+                              pg_catalog.cardinality(biznos), pg_catalog.cardinality(outcomes)),
             'Pass arrays of equal lengths.');
     END IF;
     IF pg_catalog.cardinality(channel_refs) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos) THEN
         PERFORM @extschema@.pay_proxy_raise('22023', 'biznos and channel_refs differ in length',
             pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
-                              'biznos has %s, channel_refs %s.', pg_catalog.cardinality(biznos), pg_catalog.cardinality(channel_refs)),
+                              'biznos has %s, channel_refs %s.',
+                              pg_catalog.cardinality(biznos), pg_catalog.cardinality(channel_refs)),
             'Pass arrays of equal lengths.');
     END IF;
     IF pg_catalog.cardinality(reasons) OPERATOR(pg_catalog.<>) pg_catalog.cardinality(biznos) THEN
         PERFORM @extschema@.pay_proxy_raise('22023', 'biznos and reasons differ in length',
             pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
-                              'biznos has %s, reasons %s.', pg_catalog.cardinality(biznos), pg_catalog.cardinality(reasons)),
+                              'biznos has %s, reasons %s.',
+                              pg_catalog.cardinality(biznos), pg_catalog.cardinality(reasons)),
             'Pass arrays of equal lengths.');
     END IF;
 
@@ -695,17 +712,20 @@ BEGIN
                 BEGIN
                     PERFORM @extschema@.pay_route(part.biznos[i]);
                 EXCEPTION WHEN OTHERS THEN
-                    GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_constraint = CONSTRAINT_NAME;
+                    GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE,
+                                            error_constraint = CONSTRAINT_NAME;
                 END;
-                RETURN QUERY SELECT part.input_numbers[i]::integer, part.biznos[i], NULL::text,
-                                    error_state, NULLIF(error_constraint, '');
+                RETURN QUERY SELECT part.input_numbers[i]::integer, part.biznos[i], NULL::text, error_state,
+                                    NULLIF(error_constraint, '');
             END LOOP;
             CONTINUE;
         END IF;
         BEGIN
             RETURN QUERY
-                SELECT part.input_numbers[r.input_number]::integer, r.bizno, r.result, r.sqlstate, r.constraint_name
-                FROM @extschema@.pay_settle_many_on_partition(part.partition_number, part.biznos, part.attempts, part.outcomes, part.channel_refs, part.reasons)
+                SELECT part.input_numbers[r.input_number]::integer, r.bizno, r.result, r.sqlstate,
+                       r.constraint_name
+                FROM @extschema@.pay_settle_many_on_partition(part.partition_number, part.biznos,
+                         part.attempts, part.outcomes, part.channel_refs, part.reasons)
                      WITH ORDINALITY AS r(bizno, result, sqlstate, constraint_name, input_number);
         EXCEPTION WHEN OTHERS THEN
             -- the part failed as a whole: each of its inputs answers the error
@@ -713,14 +733,15 @@ BEGIN
                                     error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
                                     error_context = PG_EXCEPTION_CONTEXT;
             BEGIN
-                PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context);
+                PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint,
+                                                    error_context);
             EXCEPTION WHEN OTHERS THEN
                 GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_constraint = CONSTRAINT_NAME;
             END;
-            RETURN QUERY SELECT u.input_number::integer, u.key, NULL::text,
-                                error_state, NULLIF(error_constraint, '')
-                         FROM ROWS FROM (pg_catalog.unnest(part.input_numbers), pg_catalog.unnest(part.biznos))
-                              AS u(input_number, key);
+            RETURN QUERY SELECT u.input_number::integer, u.key, NULL::text, error_state,
+                                NULLIF(error_constraint, '')
+                         FROM ROWS FROM (pg_catalog.unnest(part.input_numbers),
+                                         pg_catalog.unnest(part.biznos)) AS u(input_number, key);
         END;
     END LOOP;
 END

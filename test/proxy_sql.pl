@@ -1212,6 +1212,26 @@ sub column_list
 	return join "\n$indent", @lines;
 }
 
+# $start followed by @items joined by ", ", wrapped at 110 characters onto
+# lines that begin with $indent.
+sub wrapped
+{
+	my ($start, $indent, @items) = @_;
+	my ($line, @lines) = ($start);
+	for my $item (@items)
+	{
+		if ($line ne $start && $line ne $indent && length("$line$item,") > 110)
+		{
+			$line =~ s/ $//;
+			push @lines, $line;
+			$line = $indent;
+		}
+		$line .= "$item, ";
+	}
+	$line =~ s/, $//;
+	return join "\n", @lines, $line;
+}
+
 # The three functions of a batch.
 sub batch_functions
 {
@@ -1224,7 +1244,7 @@ sub batch_functions
 	my @column_names = map { $_->[0] } @columns;
 	my $key = $arrays[0];
 	my $types = join ', ', map { $_->[1] } @{ $batch->{args} };
-	my $params = join ', ', map { "$_->[0] $_->[1]" } @{ $batch->{args} };
+	my @params = map { "$_->[0] $_->[1]" } @{ $batch->{args} };
 
 	# the PL/Proxy function
 	my @remote_args = @args;
@@ -1249,7 +1269,7 @@ sub batch_functions
 		$lines[-1] =~ s/,$/) AS r;/;
 		$call = "LATERAL $S.$name(" . join("\n$call_indent", @lines);
 	}
-	my $on_partition = head('CREATE', "${name}_on_partition", 'partition_number integer', @{ [ map { "$_->[0] $_->[1]" } @{ $batch->{args} } ] }) . "\n"
+	my $on_partition = head('CREATE', "${name}_on_partition", 'partition_number integer', @params) . "\n"
 	  . 'RETURNS TABLE (' . column_list('               ', @columns) . ")\n"
 	  . "AS \$\$\n"
 	  . "    CLUSTER 'idempotent_pay';\n"
@@ -1273,11 +1293,12 @@ sub batch_functions
 		{
 			$checks .= <<"SQL";
     IF $arg IS NULL THEN
-        PERFORM $S.pay_proxy_raise('22004', '$arg must not be null', NULL, 'Pass an array, empty for no inputs.');
+        PERFORM $S.pay_proxy_raise('22004', '$arg must not be null', NULL,
+            'Pass an array, empty for no inputs.');
     ELSIF pg_catalog.array_ndims($arg) OPERATOR(pg_catalog.>) 1 THEN
-        PERFORM $S.pay_proxy_raise('22023', pg_catalog.format('$arg must have one dimension, not %s',
-                                                              pg_catalog.array_ndims($arg)),
-                                            NULL, 'Pass one element per input.');
+        PERFORM $S.pay_proxy_raise('22023',
+            pg_catalog.format('$arg must have one dimension, not %s', pg_catalog.array_ndims($arg)),
+            NULL, 'Pass one element per input.');
     END IF;
 SQL
 		}
@@ -1286,7 +1307,7 @@ SQL
 			$checks .= <<"SQL";
     IF $arg IS NULL THEN
         PERFORM $S.pay_proxy_raise('22004', '$arg must not be null', NULL,
-                                            'Pass a value for $arg: it applies to every input of the batch.');
+            'Pass a value for $arg: it applies to every input of the batch.');
     END IF;
 SQL
 		}
@@ -1297,17 +1318,28 @@ SQL
     IF pg_catalog.cardinality($array) OPERATOR(pg_catalog.<>) pg_catalog.cardinality($key) THEN
         PERFORM $S.pay_proxy_raise('22023', '$key and $array differ in length',
             pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
-                              '$key has %s, $array %s.', pg_catalog.cardinality($key), pg_catalog.cardinality($array)),
+                              '$key has %s, $array %s.',
+                              pg_catalog.cardinality($key), pg_catalog.cardinality($array)),
             'Pass arrays of equal lengths.');
     END IF;
 SQL
 	}
 	my $aggregates = join ",\n",
 	  map { "               pg_catalog.array_agg(u.$elements[$_] ORDER BY u.input_number) AS $arrays[$_]" } 0 .. $#arrays;
-	my $part_args = join ', ', map { my $a = $_; (grep { $_ eq $a } @arrays) ? "part.$a" : $a } @args;
-	my $unanswered = join ', ', ("part.${key}[i]", map { "NULL::$_->[1]" } @columns[ 1 .. $#columns - 2 ]);
-	my $failed = join ', ', ('u.key', map { "NULL::$_->[1]" } @columns[ 1 .. $#columns - 2 ]);
-	my $of_partitions = head('CREATE', "${name}_of_partitions", map { "$_->[0] $_->[1]" } @{ $batch->{args} }) . "\n"
+	my @part_args = map { my $a = $_; (grep { $_ eq $a } @arrays) ? "part.$a" : $a } @args;
+	# an input answered by an error: its key, no answer, the SQLSTATE and
+	# constraint name
+	my @no_answer = map { "NULL::$_->[1]" } @columns[ 1 .. $#columns - 2 ];
+	my $refused = wrapped('                RETURN QUERY SELECT ', '                                    ',
+		'part.input_numbers[i]::integer', "part.${key}[i]", @no_answer, 'error_state',
+		"NULLIF(error_constraint, '')") . ';';
+	my $failed = wrapped('            RETURN QUERY SELECT ', '                                ',
+		'u.input_number::integer', 'u.key', @no_answer, 'error_state', "NULLIF(error_constraint, '')");
+	my $answered = wrapped('                SELECT ', '                       ',
+		'part.input_numbers[r.input_number]::integer', map { "r.$_" } @column_names);
+	my $sent = wrapped("                FROM $S.${name}_on_partition(", '                         ',
+		'part.partition_number', @part_args) . ')';
+	my $of_partitions = head('CREATE', "${name}_of_partitions", @params) . "\n"
 	  . 'RETURNS TABLE (' . column_list('               ', [ input_number => 'integer' ], @columns) . ")\n"
 	  . <<"SQL";
 AS \$\$
@@ -1333,17 +1365,17 @@ $aggregates
                 BEGIN
                     PERFORM $batch->{refusal};
                 EXCEPTION WHEN OTHERS THEN
-                    GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_constraint = CONSTRAINT_NAME;
+                    GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE,
+                                            error_constraint = CONSTRAINT_NAME;
                 END;
-                RETURN QUERY SELECT part.input_numbers[i]::integer, $unanswered,
-                                    error_state, NULLIF(error_constraint, '');
+$refused
             END LOOP;
             CONTINUE;
         END IF;
         BEGIN
             RETURN QUERY
-                SELECT part.input_numbers[r.input_number]::integer, ${\ join(', ', map { "r.$_" } @column_names)}
-                FROM $S.${name}_on_partition(part.partition_number, $part_args)
+$answered
+$sent
                      WITH ORDINALITY AS r(${\ join(', ', @column_names)}, input_number);
         EXCEPTION WHEN OTHERS THEN
             -- the part failed as a whole: each of its inputs answers the error
@@ -1351,14 +1383,14 @@ $aggregates
                                     error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
                                     error_context = PG_EXCEPTION_CONTEXT;
             BEGIN
-                PERFORM $S.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context);
+                PERFORM $S.pay_proxy_raise(error_state, error_message, error_detail, error_hint,
+                                                    error_context);
             EXCEPTION WHEN OTHERS THEN
                 GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_constraint = CONSTRAINT_NAME;
             END;
-            RETURN QUERY SELECT u.input_number::integer, $failed,
-                                error_state, NULLIF(error_constraint, '')
-                         FROM ROWS FROM (pg_catalog.unnest(part.input_numbers), pg_catalog.unnest(part.$key))
-                              AS u(input_number, key);
+$failed
+                         FROM ROWS FROM (pg_catalog.unnest(part.input_numbers),
+                                         pg_catalog.unnest(part.$key)) AS u(input_number, key);
         END;
     END LOOP;
 END
