@@ -41,10 +41,12 @@
 #include <ctype.h>
 #include <stdlib.h>
 
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "foreign/foreign.h"
 #include "nodes/parsenodes.h"
 #include "nodes/value.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/elog.h"
 
@@ -63,6 +65,8 @@ PG_FUNCTION_INFO_V1(pay_route_parts);
 PG_FUNCTION_INFO_V1(pay_partition_count);
 PG_FUNCTION_INFO_V1(pay_partition_key);
 PG_FUNCTION_INFO_V1(pay_partition_parts);
+PG_FUNCTION_INFO_V1(pay_partitions_keys);
+PG_FUNCTION_INFO_V1(pay_partitions_parts);
 PG_FUNCTION_INFO_V1(pay_statement_partition);
 PG_FUNCTION_INFO_V1(pay_statement_partition_1_3);
 PG_FUNCTION_INFO_V1(pay_proxy_raise);
@@ -330,6 +334,95 @@ pay_partition_parts(PG_FUNCTION_ARGS)
 	PartitionMap map = ReadPartitionMap();
 
 	PG_RETURN_INT32(PartitionOfRoute(&map, route));
+}
+
+/*
+ * The partitions of the elements of a text array, as an int4 array of the
+ * same shape: partition_of(element) for each element, NULL where it gives
+ * none (no route).  The batch functions of the proxy split their input by
+ * it; one reading of the cluster's map serves the whole array.
+ */
+static ArrayType *
+PartitionsOfArray(ArrayType *input, bool (*route_of) (const char *, size_t, void *, uint32 *),
+				  void *arg)
+{
+	PartitionMap map = ReadPartitionMap();
+	Datum	   *elements;
+	bool	   *nulls;
+	int			count;
+	Datum	   *partitions;
+	bool	   *no_partition;
+
+	deconstruct_array(input, TEXTOID, -1, false, TYPALIGN_INT, &elements, &nulls, &count);
+	partitions = palloc(sizeof(Datum) * Max(count, 1));
+	no_partition = palloc(sizeof(bool) * Max(count, 1));
+	for (int i = 0; i < count; i++)
+	{
+		uint32		route;
+
+		no_partition[i] = nulls[i] ||
+			!route_of(VARDATA_ANY(DatumGetPointer(elements[i])),
+					  VARSIZE_ANY_EXHDR(DatumGetPointer(elements[i])), arg, &route);
+		partitions[i] = no_partition[i] ? (Datum) 0 : Int32GetDatum(PartitionOfRoute(&map, route));
+	}
+	return construct_md_array(partitions, no_partition, ARR_NDIM(input), ARR_DIMS(input),
+							  ARR_LBOUND(input), INT4OID, sizeof(int32), true, TYPALIGN_INT);
+}
+
+/* The route of a payment key, for PartitionsOfArray. */
+static bool
+RouteOfKeyElement(const char *key, size_t len, void *arg, uint32 *route)
+{
+	return PayRouteOfKey(key, len, route);
+}
+
+/*
+ * The route of business action (prefix, biz_id), for PartitionsOfArray:
+ * arg is the prefix; false when the shards would refuse prefix or biz_id
+ * (BiznoCheckParts).
+ */
+static bool
+RouteOfBizIdElement(const char *biz_id, size_t len, void *arg, uint32 *route)
+{
+	text	   *prefix = arg;
+
+	if (!bizno_prefix_is_valid(VARDATA_ANY(prefix), VARSIZE_ANY_EXHDR(prefix)) ||
+		!bizno_biz_id_is_valid(biz_id, len))
+		return false;
+	*route = RouteOfParts(VARDATA_ANY(prefix), VARSIZE_ANY_EXHDR(prefix), biz_id, len);
+	return true;
+}
+
+/*
+ * pay_partitions(biznos text[]) returns int4[]: the partition of each key,
+ * NULL for one no payment can have (NULL, not a key, a wrong check
+ * character: the shards refuse it, and pay_route says why).
+ */
+Datum
+pay_partitions_keys(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	PG_RETURN_ARRAYTYPE_P(PartitionsOfArray(PG_GETARG_ARRAYTYPE_P(0), RouteOfKeyElement, NULL));
+}
+
+/*
+ * pay_partitions(prefix text, biz_ids text[]) returns int4[]: the partition
+ * of each business action (prefix, biz_id), NULL for one the shards refuse
+ * (a NULL or malformed prefix or biz_id: pay_route says why).
+ */
+Datum
+pay_partitions_parts(PG_FUNCTION_ARGS)
+{
+	ArrayType  *biz_ids;
+	text	   *prefix;
+
+	if (PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	biz_ids = PG_GETARG_ARRAYTYPE_P(1);
+	/* an empty prefix is invalid: every element gets NULL */
+	prefix = PG_ARGISNULL(0) ? cstring_to_text("") : PG_GETARG_TEXT_PP(0);
+	PG_RETURN_ARRAYTYPE_P(PartitionsOfArray(biz_ids, RouteOfBizIdElement, prefix));
 }
 
 /*

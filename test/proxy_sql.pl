@@ -2,8 +2,8 @@
 # proxy_sql.pl -- writes idempotent_pay_proxy's scripts from one definition
 # per routed call.
 #
-#   perl test/proxy_sql.pl sql            write sql/idempotent_pay_proxy--1.3.sql
-#                                         and sql/idempotent_pay_proxy--1.2--1.3.sql
+#   perl test/proxy_sql.pl sql            write sql/idempotent_pay_proxy--1.4.sql
+#                                         and sql/idempotent_pay_proxy--1.3--1.4.sql
 #   perl test/proxy_sql.pl --check DIR    exit 1 unless both files in DIR are
 #                                         what this script writes
 #
@@ -13,15 +13,17 @@
 # @routed below defines each call once (its arguments, result, route,
 # grants); the install script and the upgrade script are both written from
 # it, so the two cannot drift apart.  test/tap/007_proxy.pl runs --check
-# against the installed scripts and compares a proxy updated from 1.2 with
-# one created at 1.3.
+# against the installed scripts and compares proxies updated from 1.2 and
+# 1.3 with one created at 1.4.  The scripts of released versions (1.2,
+# 1.2 -> 1.3, 1.3) are kept as they were released, no longer written here.
 use strict;
 use warnings;
 
 my $S = '@extschema@';
 
 # The proxy's composite types: the shards' types of the same names, their
-# columns in order.  PL/Proxy maps a partition's result columns by name.
+# columns in order (with the version that added a column after 1.3).
+# PL/Proxy maps a partition's result columns by name.
 my %columns = (
 	pay_ledger => [
 		[ bizno => 'text' ],
@@ -40,6 +42,9 @@ my %columns = (
 		[ parent => 'text' ],
 		[ refund_key => 'text' ],
 		[ response => 'jsonb' ],
+		[ kind => 'text', '1.4' ],
+		[ expires_in => 'interval', '1.4' ],
+		[ expires_at => 'timestamptz', '1.4' ],
 	],
 	pay_claim => [
 		[ action => "$S.pay_action" ],
@@ -68,20 +73,23 @@ my @stats_columns = (
 );
 
 # The routed calls.  route: 'parts' (prefix, biz_id, the first two
-# arguments) or 'key' (the first argument, a payment key).  args: [name,
-# type, default of the API function].  result: a scalar type, 'void',
-# [composite => type], [setof => type] or [out => [name, type], ...].
-# grant: app (pay_grant) and/or operator (pay_grant_operator), as a 1.3
-# shard grants the shard's function.  since: the version that added it;
-# changed: the version whose result differs from the one before (the
-# upgrade drops and creates it, and grants it again).
+# arguments) or 'key' (the first argument, a payment key: a payment's
+# bizNo, or an authorization's for the calls on its children).  args:
+# [name, type, default of the API function].  result: a scalar type,
+# 'void', [composite => type], [setof => type], [out => [name, type], ...]
+# or [table => [name, type], ...] (RETURNS TABLE: no row, or several).  grant: app (pay_grant) and/or operator (pay_grant_operator), as a
+# 1.4 shard grants the shard's function.  since: the version that added
+# it; changed: the last version whose arguments or result differ from the
+# version before (the upgrade to it drops the call of types_before and
+# creates it, and grants it again to the roles that had it).
 my @routed = (
 	{
 		name => 'pay_bizno',
 		route => 'parts',
 		args => [ [ prefix => 'text' ], [ biz_id => 'text' ] ],
 		result => 'text',
-		grant => [qw(app)],
+		# everyone's on a shard: the operator's too since 1.4
+		grant => [qw(app operator)],
 		comment => 'A new bizNo, issued by the partition of (prefix, biz_id) with its shard\'\'s node id',
 	},
 	{
@@ -132,11 +140,12 @@ my @routed = (
 		args => [
 			[ bizno => 'text' ],
 			[ channel_ref => 'text', 'NULL' ],
-			[ attempt => 'integer', 'NULL' ],
+			[ attempt => 'bigint', 'NULL' ],
 			[ response => 'jsonb', 'NULL' ]
 		],
 		result => "$S.pay_settlement",
-		changed => '1.3',
+		changed => '1.4',
+		types_before => 'text, text, integer, jsonb',
 		grant => [qw(app operator)],
 		comment => 'PROCESSING -> SUCCESS under the attempt pay_claim returned, with the bank\'\'s reference (both '
 		  . 'required), on the payment\'\'s partition; on SUCCESS a no-op, or SECOND_CHARGE when it brings another reference',
@@ -144,8 +153,10 @@ my @routed = (
 	{
 		name => 'pay_fail',
 		route => 'key',
-		args => [ [ bizno => 'text' ], [ reason => 'text', 'NULL' ], [ attempt => 'integer', 'NULL' ] ],
+		args => [ [ bizno => 'text' ], [ reason => 'text', 'NULL' ], [ attempt => 'bigint', 'NULL' ] ],
 		result => "$S.pay_status",
+		changed => '1.4',
+		types_before => 'text, text, integer',
 		grant => [qw(app operator)],
 		comment => 'PROCESSING -> FAILED under the attempt pay_claim returned (required), on the payment\'\'s '
 		  . 'partition; a no-op on FAILED',
@@ -219,6 +230,79 @@ my @routed = (
 		grant => [qw(operator)],
 		comment => 'A bank statement shows another charge of SUCCESS payment bizno under channel_ref: journaled '
 		  . 'once as confirmed on its partition, from then on counted as captured and refundable',
+	},
+	# The card flow: an authorization is opened on the partition of its
+	# (prefix, biz_id); its captures, voids and increments are ledger rows
+	# of their own, issued for the authorization's (prefix, biz_id) as a
+	# refund is for its payment's, so that they and every call on their
+	# bizNos go where the authorization is.
+	{
+		name => 'pay_open_authorization',
+		route => 'parts',
+		args => [
+			[ prefix => 'text' ],
+			[ biz_id => 'text' ],
+			[ amount => 'numeric' ],
+			[ currency => 'text' ],
+			[ expires_in => 'interval', "'7 days'" ]
+		],
+		result => 'text',
+		since => '1.4',
+		grant => [qw(app)],
+		comment => 'The bizNo of the authorization of business action (prefix, biz_id), on its partition: found '
+		  . 'again, or recorded as INIT; its SUCCESS places the hold, which expires expires_in after it',
+	},
+	{
+		name => 'pay_capture_open',
+		route => 'key',
+		args => [ [ auth_bizno => 'text' ], [ capture_key => 'text' ], [ amount => 'numeric' ], [ final => 'boolean', 'true' ] ],
+		result => 'text',
+		since => '1.4',
+		grant => [qw(app)],
+		comment => 'The bizNo of capture capture_key of a held authorization, opened on the authorization\'\'s '
+		  . 'partition, where its bizNo routes too; a final capture closes the authorization once claimed',
+	},
+	{
+		name => 'pay_void_open',
+		route => 'key',
+		args => [ [ auth_bizno => 'text' ], [ void_key => 'text' ] ],
+		result => 'text',
+		since => '1.4',
+		grant => [qw(app)],
+		comment => 'The bizNo of void void_key of a held authorization (releases what is not captured), opened on '
+		  . 'the authorization\'\'s partition, where its bizNo routes too',
+	},
+	{
+		name => 'pay_increment_open',
+		route => 'key',
+		args => [ [ auth_bizno => 'text' ], [ increment_key => 'text' ], [ amount => 'numeric' ] ],
+		result => 'text',
+		since => '1.4',
+		grant => [qw(app)],
+		comment => 'The bizNo of increment increment_key of a held authorization before any capture, opened on '
+		  . 'the authorization\'\'s partition, where its bizNo routes too',
+	},
+	{
+		name => 'pay_authorization_balance',
+		route => 'key',
+		args => [ [ auth_bizno => 'text' ] ],
+		result => [
+			table => [ authorized => 'numeric' ],
+			[ captured => 'numeric' ],
+			[ capture_in_flight => 'numeric' ],
+			[ refunded => 'numeric' ],
+			[ refund_in_flight => 'numeric' ],
+			[ capturable => 'numeric' ],
+			[ refundable => 'numeric' ],
+			[ closed_reason => 'text' ],
+			[ expires_at => 'timestamptz' ]
+		],
+		label => 'STABLE ROWS 1',
+		since => '1.4',
+		grant => [qw(app operator)],
+		comment => 'An authorization\'\'s hold, what its captures captured and hold, what its refunds returned '
+		  . 'and hold, what may still be captured and refunded, why it is closed (NULL while open) and when '
+		  . 'the hold expires, from its partition',
 	},
 );
 
@@ -320,6 +404,11 @@ sub returns
 	my $result = $call->{result};
 	return $result unless ref $result;
 	return 'record' if $result->[0] eq 'out';
+	if ($result->[0] eq 'table')
+	{
+		my (undef, @columns) = @$result;
+		return 'TABLE (' . column_list('               ', @columns) . ')';
+	}
 	return "$S.$result->[1]" if $result->[0] eq 'composite';
 	return "SETOF $S.$result->[1]";
 }
@@ -331,16 +420,18 @@ sub result_columns
 	my $result = $call->{result};
 	return () unless ref $result;
 	return map { $_->[0] } out_params($call) if $result->[0] eq 'out';
+	if ($result->[0] eq 'table')
+	{
+		my (undef, @columns) = @$result;
+		return map { $_->[0] } @columns;
+	}
 	return map { $_->[0] } @{ $columns{ $result->[1] } };
 }
 
-sub route_of
-{
-	my ($call) = @_;
-	return $call->{route} eq 'parts' ? "$S.pay_route(prefix, biz_id)" : "$S.pay_route(bizno)";
-}
+# The arguments a call is routed by.
+sub route_keys { return $_[0]{route} eq 'parts' ? 'prefix, biz_id' : $_[0]{args}[0][0]; }
 
-sub route_keys { return $_[0]{route} eq 'parts' ? 'prefix, biz_id' : 'bizno'; }
+sub route_of { return "$S.pay_route(" . route_keys($_[0]) . ')'; }
 
 sub where_it_runs
 {
@@ -434,7 +525,7 @@ sub api
 	{
 		$body = "RETURN $target;";
 	}
-	elsif ($result->[0] eq 'setof')
+	elsif ($result->[0] eq 'setof' || $result->[0] eq 'table')
 	{
 		$body = "RETURN QUERY SELECT * FROM $target;";
 	}
@@ -481,7 +572,7 @@ sub granted
 	{
 		push @functions, signatures($call) if grep { $_ eq $role } @{ $call->{grant} };
 	}
-	return (@functions, @{ $fan_out_grants{$role} });
+	return (@functions, batch_grants($role), @{ $fan_out_grants{$role} });
 }
 
 sub quoted_list
@@ -1026,6 +1117,338 @@ COMMENT ON VIEW $S.pay_stats IS
 SQL
 }
 
+# pay_partitions: the partitions of a batch's inputs (1.4).
+my $partitions_of_arrays = <<'SQL';
+CREATE FUNCTION @extschema@.pay_partitions(biznos text[])
+RETURNS integer[]
+AS 'MODULE_PATHNAME', 'pay_partitions_keys'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_partitions(text[]) IS
+'The partition of each payment key, as pay_partition(bizno) names it; NULL for a key no payment can have (pay_route says why)';
+
+CREATE FUNCTION @extschema@.pay_partitions(prefix text, biz_ids text[])
+RETURNS integer[]
+AS 'MODULE_PATHNAME', 'pay_partitions_parts'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.pay_partitions(text, text[]) IS
+'The partition of each business action (prefix, biz_id), as pay_partition(prefix, biz_id) names it; NULL for one the shards refuse (pay_route says why)';
+SQL
+
+# The batches (1.4).  Each is three functions: <name>_on_partition, the
+# PL/Proxy function that sends one partition its part; <name>_of_partitions,
+# which splits the batch, sends each part and answers every input with its
+# number in the batch; and <name>, the API, which answers in input order.
+my %batch = (
+	pay_open_claim_many => {
+		args => [ [ prefix => 'text' ], [ biz_ids => 'text[]' ], [ amounts => 'numeric[]' ], [ currency => 'text' ] ],
+		# the inputs: an array per input column (and the name of an element),
+		# split by partition
+		arrays => [ [ biz_ids => 'biz_id' ], [ amounts => 'amount' ] ],
+		grant => [qw(app)],
+		scalars => [qw(prefix currency)],
+		# the partitions of the inputs, and an input the router refuses
+		partitions => "$S.pay_partitions(prefix, biz_ids)",
+		refusal => "$S.pay_route(prefix, part.biz_ids[i])",
+		# what a partition answers for each input: the first column names it
+		columns => [
+			[ biz_id => 'text' ],
+			[ bizno => 'text' ],
+			[ action => "$S.pay_action" ],
+			[ attempt => 'integer' ],
+			[ sqlstate => 'text' ],
+			[ constraint_name => 'text' ]
+		],
+		comment => 'pay_open_claim for each (biz_id, amount) in input order, each on its partition: per input its '
+		  . 'bizNo, action and attempt, or the SQLSTATE and constraint name of the refusal pay_open_claim would '
+		  . 'raise, or 08001 / 08006 when its partition could not be reached',
+	},
+	pay_settle_many => {
+		args => [
+			[ biznos => 'text[]' ],
+			[ attempts => 'bigint[]' ],
+			[ outcomes => "$S.pay_status[]" ],
+			[ channel_refs => 'text[]' ],
+			[ reasons => 'text[]' ]
+		],
+		arrays => [
+			[ biznos => 'bizno' ],
+			[ attempts => 'attempt' ],
+			[ outcomes => 'outcome' ],
+			[ channel_refs => 'channel_ref' ],
+			[ reasons => 'reason' ]
+		],
+		grant => [qw(app)],
+		scalars => [],
+		partitions => "$S.pay_partitions(biznos)",
+		refusal => "$S.pay_route(part.biznos[i])",
+		columns => [ [ bizno => 'text' ], [ result => 'text' ], [ sqlstate => 'text' ], [ constraint_name => 'text' ] ],
+		comment => 'pay_succeed (outcome SUCCESS, with its channel_ref) or pay_fail (outcome FAILED, with its reason) '
+		  . 'for each input in input order, each on its partition: per input SUCCESS, SECOND_CHARGE or FAILED, or '
+		  . 'the SQLSTATE and constraint name of the refusal that call would raise, or 08001 / 08006 when its '
+		  . 'partition could not be reached',
+	},
+);
+my @batches = qw(pay_open_claim_many pay_settle_many);
+
+# "name type, ..." of a batch's columns, wrapped at $indent.
+sub column_list
+{
+	my ($indent, @columns) = @_;
+	my ($line, @lines) = ('');
+	for my $column (map { "$_->[0] $_->[1]" } @columns)
+	{
+		if ($line ne '' && length("$indent$line$column, ") > 110)
+		{
+			push @lines, $line;
+			$line = '';
+		}
+		$line .= "$column, ";
+	}
+	push @lines, $line;
+	s/, $/,/ for @lines;
+	$lines[-1] =~ s/,$//;
+	return join "\n$indent", @lines;
+}
+
+# $start followed by @items joined by ", ", wrapped at 110 characters onto
+# lines that begin with $indent.
+sub wrapped
+{
+	my ($start, $indent, @items) = @_;
+	my ($line, @lines) = ($start);
+	for my $item (@items)
+	{
+		if ($line ne $start && $line ne $indent && length("$line$item,") > 110)
+		{
+			$line =~ s/ $//;
+			push @lines, $line;
+			$line = $indent;
+		}
+		$line .= "$item, ";
+	}
+	$line =~ s/, $//;
+	return join "\n", @lines, $line;
+}
+
+# The three functions of a batch.
+sub batch_functions
+{
+	my ($name) = @_;
+	my $batch = $batch{$name};
+	my @args = map { $_->[0] } @{ $batch->{args} };
+	my @arrays = map { $_->[0] } @{ $batch->{arrays} };
+	my @elements = map { $_->[1] } @{ $batch->{arrays} };
+	my @columns = @{ $batch->{columns} };
+	my @column_names = map { $_->[0] } @columns;
+	my $key = $arrays[0];
+	my $types = join ', ', map { $_->[1] } @{ $batch->{args} };
+	my @params = map { "$_->[0] $_->[1]" } @{ $batch->{args} };
+
+	# the PL/Proxy function
+	my @remote_args = @args;
+	$remote_args[0] = "CASE WHEN s.v IS NOT NULL THEN $remote_args[0] END";
+	my $call = "LATERAL $S.$name(" . join(', ', @remote_args) . ') AS r;';
+	my $call_indent = ' ' x length("         LATERAL $S.$name(");
+	if (length("         $call") > 110)
+	{
+		my ($first, @rest) = @remote_args;
+		my ($line, @lines) = ("$first, ");
+		for my $arg (@rest)
+		{
+			if (length("$call_indent$line$arg, ") > 110)
+			{
+				push @lines, $line;
+				$line = '';
+			}
+			$line .= "$arg, ";
+		}
+		push @lines, $line;
+		s/ $// for @lines;
+		$lines[-1] =~ s/,$/) AS r;/;
+		$call = "LATERAL $S.$name(" . join("\n$call_indent", @lines);
+	}
+	my $on_partition = head('CREATE', "${name}_on_partition", 'partition_number integer', @params) . "\n"
+	  . 'RETURNS TABLE (' . column_list('               ', @columns) . ")\n"
+	  . "AS \$\$\n"
+	  . "    CLUSTER 'idempotent_pay';\n"
+	  . "    RUN ON partition_number;\n"
+	  . '    SELECT ' . join(', ', map { "r.$_" } @column_names) . "\n"
+	  . "    FROM pg_catalog.set_config('idempotent_pay.report_constraint', 'on', false) AS s(v),\n"
+	  . "         $call\n"
+	  . "\$\$\n"
+	  . "LANGUAGE plproxy;\n\n"
+	  . "COMMENT ON FUNCTION $S.${name}_on_partition(integer, $types) IS\n"
+	  . "'PL/Proxy: runs $name on partition partition_number with the part of a batch that routes there, its "
+	  . "constraint names reported; called by ${name}_of_partitions';\n";
+
+	# the split, each part on its partition, every input answered; first
+	# the whole call's refusals, argument by argument as the shards check
+	# them (src/api_batch.c), then the arrays' lengths against the first's
+	my $checks = '';
+	for my $arg (@args)
+	{
+		if (grep { $_ eq $arg } @arrays)
+		{
+			$checks .= <<"SQL";
+    IF $arg IS NULL THEN
+        PERFORM $S.pay_proxy_raise('22004', '$arg must not be null', NULL,
+            'Pass an array, empty for no inputs.');
+    ELSIF pg_catalog.array_ndims($arg) OPERATOR(pg_catalog.>) 1 THEN
+        PERFORM $S.pay_proxy_raise('22023',
+            pg_catalog.format('$arg must have one dimension, not %s', pg_catalog.array_ndims($arg)),
+            NULL, 'Pass one element per input.');
+    END IF;
+SQL
+		}
+		else
+		{
+			$checks .= <<"SQL";
+    IF $arg IS NULL THEN
+        PERFORM $S.pay_proxy_raise('22004', '$arg must not be null', NULL,
+            'Pass a value for $arg: it applies to every input of the batch.');
+    END IF;
+SQL
+		}
+	}
+	for my $array (@arrays[ 1 .. $#arrays ])
+	{
+		$checks .= <<"SQL";
+    IF pg_catalog.cardinality($array) OPERATOR(pg_catalog.<>) pg_catalog.cardinality($key) THEN
+        PERFORM $S.pay_proxy_raise('22023', '$key and $array differ in length',
+            pg_catalog.format('The arrays of a batch hold one element per input, in the same order: '
+                              '$key has %s, $array %s.',
+                              pg_catalog.cardinality($key), pg_catalog.cardinality($array)),
+            'Pass arrays of equal lengths.');
+    END IF;
+SQL
+	}
+	my $aggregates = join ",\n",
+	  map { "               pg_catalog.array_agg(u.$elements[$_] ORDER BY u.input_number) AS $arrays[$_]" } 0 .. $#arrays;
+	my @part_args = map { my $a = $_; (grep { $_ eq $a } @arrays) ? "part.$a" : $a } @args;
+	# an input answered by an error: its key, no answer, the SQLSTATE and
+	# constraint name
+	my @no_answer = map { "NULL::$_->[1]" } @columns[ 1 .. $#columns - 2 ];
+	my $refused = wrapped('                RETURN QUERY SELECT ', '                                    ',
+		'part.input_numbers[i]::integer', "part.${key}[i]", @no_answer, 'error_state',
+		"NULLIF(error_constraint, '')") . ';';
+	my $failed = wrapped('            RETURN QUERY SELECT ', '                                ',
+		'u.input_number::integer', 'u.key', @no_answer, 'error_state', "NULLIF(error_constraint, '')");
+	my $answered = wrapped('                SELECT ', '                       ',
+		'part.input_numbers[r.input_number]::integer', map { "r.$_" } @column_names);
+	my $sent = wrapped("                FROM $S.${name}_on_partition(", '                         ',
+		'part.partition_number', @part_args) . ')';
+	my $of_partitions = head('CREATE', "${name}_of_partitions", @params) . "\n"
+	  . 'RETURNS TABLE (' . column_list('               ', [ input_number => 'integer' ], @columns) . ")\n"
+	  . <<"SQL";
+AS \$\$
+DECLARE
+    part record;
+    i integer;
+${error_variables}    error_constraint text;
+BEGIN
+${checks}
+    FOR part IN
+        SELECT u.partition_number,
+               pg_catalog.array_agg(u.input_number ORDER BY u.input_number) AS input_numbers,
+$aggregates
+        FROM ROWS FROM (${\ join(",\n                        ", map { "pg_catalog.unnest($_)" } @arrays, $batch->{partitions})})
+             WITH ORDINALITY AS u(${\ join(', ', @elements)}, partition_number, input_number)
+        GROUP BY u.partition_number
+    LOOP
+        IF part.partition_number IS NULL THEN
+            -- inputs the router refuses, each with the shards' own error
+            FOR i IN 1 .. pg_catalog.cardinality(part.input_numbers) LOOP
+                error_state := NULL;
+                error_constraint := NULL;
+                BEGIN
+                    PERFORM $batch->{refusal};
+                EXCEPTION WHEN OTHERS THEN
+                    GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE,
+                                            error_constraint = CONSTRAINT_NAME;
+                END;
+$refused
+            END LOOP;
+            CONTINUE;
+        END IF;
+        BEGIN
+            RETURN QUERY
+$answered
+$sent
+                     WITH ORDINALITY AS r(${\ join(', ', @column_names)}, input_number);
+        EXCEPTION WHEN OTHERS THEN
+            -- the part failed as a whole: each of its inputs answers the error
+            GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                    error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                    error_context = PG_EXCEPTION_CONTEXT;
+            BEGIN
+                PERFORM $S.pay_proxy_raise(error_state, error_message, error_detail, error_hint,
+                                                    error_context);
+            EXCEPTION WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_constraint = CONSTRAINT_NAME;
+            END;
+$failed
+                         FROM ROWS FROM (pg_catalog.unnest(part.input_numbers),
+                                         pg_catalog.unnest(part.$key)) AS u(input_number, key);
+        END;
+    END LOOP;
+END
+\$\$
+LANGUAGE plpgsql VOLATILE SET search_path = $S, pg_temp
+    SET client_min_messages = warning;
+
+COMMENT ON FUNCTION $S.${name}_of_partitions($types) IS
+'Splits a batch of $name by partition and runs each part on its partition, one after the other: every input answered, with its number in the batch; called by $name';
+SQL
+
+	my $api = head('CREATE', $name, map { "$_->[0] $_->[1]" } @{ $batch->{args} }) . "\n"
+	  . 'RETURNS TABLE (' . column_list('               ', @columns) . ")\n"
+	  . "AS \$\$\n"
+	  . '    SELECT ' . join(', ', map { "a.$_" } @column_names) . "\n"
+	  . "    FROM $S.${name}_of_partitions(" . join(', ', @args) . ") AS a\n"
+	  . "    ORDER BY a.input_number\n"
+	  . "\$\$\n"
+	  . "LANGUAGE sql VOLATILE SET search_path = $S, pg_temp;\n\n"
+	  . "COMMENT ON FUNCTION $S.$name($types) IS\n'$batch->{comment}';\n";
+	return "$on_partition\n$of_partitions\n$api";
+}
+
+# The batches' functions a role is granted.
+sub batch_grants
+{
+	my ($role) = @_;
+	return map { batch_signatures($_) } grep { grep { $_ eq $role } @{ $batch{$_}{grant} } } @batches;
+}
+
+sub batch_signatures
+{
+	my ($name) = @_;
+	my $types = join ', ', map { $_->[1] } @{ $batch{$name}{args} };
+	return ("${name}_on_partition(integer, $types)", "${name}_of_partitions($types)", "$name($types)");
+}
+
+my $batches_intro = <<'SQL';
+-- Batches: pay_open_claim_many and pay_settle_many answer a thousand inputs
+-- in one call, each in input order.  The proxy splits a batch by partition
+-- and sends each partition its part, one part after the other, each a call
+-- of its own there (<name>_on_partition), committed when it returns: the
+-- claims of a part are durable before the caller sees them, as a single
+-- claim's.  A part that fails as a whole does not fail the batch -- the
+-- parts before it have committed, and their answers must reach the caller:
+-- its inputs answer the part's error instead (action or result NULL), 08001
+-- when the partition could not be reached (nothing was sent), 08006 when
+-- the connection broke during the call (it may have run there: retry those
+-- inputs, answered from the ledger), else the partition's own SQLSTATE
+-- (42501 for a role it does not grant the batch).  PL/Proxy's SPLIT would
+-- send the parts at once, but fails such a call as a whole, with the
+-- answers of the partitions that did run it.  An input no payment can have
+-- (a malformed key, prefix or biz_id) answers the shards' own refusal of
+-- it, and no partition is asked; a call the shards refuse as a whole (a
+-- NULL array or scalar argument, 22004; arrays of unequal lengths or of
+-- more than one dimension, 22023) is refused before any partition is asked.
+SQL
+
 my $stuck = <<'SQL';
 -- Work queues stay on each partition.
 
@@ -1090,7 +1513,7 @@ sub grant_functions
 	my $app = quoted_list('        ', granted('app'));
 	my $operator = quoted_list('        ', granted('operator'));
 	return <<"SQL";
--- Least privilege, as on a 1.3 shard: an application pays, an operator
+-- Least privilege, as on a 1.4 shard: an application pays, an operator
 -- repairs (pay_reset, pay_transition) and reconciles.
 $create FUNCTION $S.pay_grant(role regrole)
 RETURNS void
@@ -1102,7 +1525,7 @@ $app
 LANGUAGE sql VOLATILE SET search_path = $S, pg_temp;
 
 COMMENT ON FUNCTION $S.pay_grant(regrole) IS
-'Give an application role what paying through the proxy needs and no more: open, claim, begin, succeed, fail, get, find, refund_open, refund_balance, the bizNo functions, USAGE on the cluster''s server; grant it on every shard too';
+'Give an application role what paying through the proxy needs and no more: open, claim, begin, succeed, fail, get, find, refund_open, refund_balance, open_claim_many, settle_many, open_authorization, capture_open, void_open, increment_open, authorization_balance, the bizNo functions, USAGE on the cluster''s server; grant it on every shard too';
 
 $create FUNCTION $S.pay_grant_operator(role regrole)
 RETURNS void
@@ -1114,7 +1537,7 @@ $operator
 LANGUAGE sql VOLATILE SET search_path = $S, pg_temp;
 
 COMMENT ON FUNCTION $S.pay_grant_operator(regrole) IS
-'Give a finance or operations role what repairing, reconciling, refunding and watching through the proxy need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_stats, pay_verify; grant it on every shard too';
+'Give a finance or operations role what repairing, reconciling, refunding and watching through the proxy need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_authorization_balance, pay_stats, pay_verify; grant it on every shard too';
 SQL
 }
 
@@ -1123,11 +1546,11 @@ SQL
 
 sub install_script
 {
-	my @revoked = map { signatures($_) } @routed;
+	my @revoked = ((map { signatures($_) } @routed), (map { batch_signatures($_) } @batches));
 	push @revoked, @{ $fan_out_grants{operator} };
 	my $revoked = join ",\n", map { "    $S.$_" } @revoked;
 	return <<'SQL'
-/* idempotent_pay_proxy 1.3: the idempotent_pay API on a PL/Proxy proxy database */
+/* idempotent_pay_proxy 1.4: the idempotent_pay API on a PL/Proxy proxy database */
 
 \echo Use "CREATE EXTENSION idempotent_pay_proxy" to load this file. \quit
 
@@ -1137,9 +1560,10 @@ sub install_script
 -- The proxy database holds no payment.  Every call is routed to one
 -- partition of the PL/Proxy cluster "idempotent_pay" (the SQL/MED server of
 -- that name, doc/scale-out.md shows how to define it), a database with
--- idempotent_pay 1.3 installed in a schema of the same name as this
+-- idempotent_pay 1.4 installed in a schema of the same name as this
 -- extension's; calls about every payment (pay_stats, pay_verify,
--- pay_reconcile) run on every partition and are added up here.
+-- pay_reconcile) run on every partition and are added up here, and a
+-- batch (pay_open_claim_many, pay_settle_many) is split by partition.
 --
 -- Each routed call is two functions: <name>_on_partition, the PL/Proxy
 -- function that sends the call, and <name>, the API, which calls it and
@@ -1161,12 +1585,15 @@ SQL
 	  . $domains . "\n"
 	  . $composites . "\n"
 	  . $routing
+	  . $partitions_of_arrays . "\n"
 	  . statement_partition('CREATE') . "\n"
 	  . $proxy_raise . "\n"
 	  . $pure
 	  . $currencies . "\n"
 	  . $routed_intro . "\n"
 	  . join("\n", map { routed_call($_, 'CREATE') } @routed) . "\n"
+	  . $batches_intro . "\n"
+	  . join("\n", map { batch_functions($_) } @batches) . "\n"
 	  . fan_out('CREATE') . "\n"
 	  . $stuck . "\n"
 	  . "-- Privileges: as on a shard, the API is revoked from PUBLIC; pay_grant and\n"
@@ -1185,111 +1612,102 @@ SQL
 
 sub upgrade_script
 {
-	my @changed = grep { ($_->{changed} // '') eq '1.3' } @routed;
-	my @new = grep { ($_->{since} // '') eq '1.3' } @routed;
-	my @recreated = ((map { signatures($_) } @changed), 'pay_stats_on_all_partitions()', 'pay_stats_of_partitions()');
-	my $recreated = quoted_list('        ', @recreated);
-	my $dropped = join '', map { "DROP FUNCTION $S.$_;\n" } reverse @recreated;
-	my $operator_only = join ', ', map { "$S.$_" } map { signatures($_) }
-	  grep { !grep { $_ eq 'app' } @{ $_->{grant} } } grep { !$_->{since} } @routed;
+	my @changed = grep { ($_->{changed} // '') eq '1.4' } @routed;
+	my @new = grep { ($_->{since} // '') eq '1.4' } @routed;
+	# calls whose result has a column added in 1.4: their PL/Proxy
+	# function asks the partition for it
+	my @wider = grep {
+		my $result = $_->{result};
+		ref $result && $result->[0] ne 'out'
+		  && grep { ($_->[2] // '') eq '1.4' } @{ $columns{ $result->[1] } }
+	} grep { !$_->{since} || $_->{since} ne '1.4' } @routed;
+	my @dropped = map {
+		my $call = $_;
+		map { "$call->{name}$_($call->{types_before})" } ('_on_partition', '')
+	} @changed;
+	my $noted = quoted_list('                                                  ', @dropped);
+	my $dropped = join '', map { "DROP FUNCTION $S.$_;\n" } @dropped;
+	my $new_columns = join ",\n", map { "    ADD ATTRIBUTE $_->[0] $_->[1]" } grep { ($_->[2] // '') eq '1.4' } @{ $columns{pay_ledger} };
+	my $regranted = join "\n", map {
+		my $call = $_;
+		map { "                   WHEN '$call->{name}$_' THEN '$S.$call->{name}$_(" . arg_types($call) . ")'" } ('_on_partition', '')
+	} @changed;
+	my @revoked = ((map { signatures($_) } @changed, @new), (map { batch_signatures($_) } @batches));
 	return <<'SQL'
-/* idempotent_pay_proxy 1.2 -> 1.3: for shards running idempotent_pay 1.3; a refusal keeps its constraint name */
+/* idempotent_pay_proxy 1.3 -> 1.4: for shards running idempotent_pay 1.4; batches split by partition, the card flow */
 
-\echo Use "ALTER EXTENSION idempotent_pay_proxy UPDATE TO '1.3'" to load this file. \quit
+\echo Use "ALTER EXTENSION idempotent_pay_proxy UPDATE TO '1.4'" to load this file. \quit
 
--- Written by test/proxy_sql.pl, with sql/idempotent_pay_proxy--1.3.sql,
--- from the same definitions (test/tap/007_proxy.pl compares a proxy
--- updated from 1.2 with one created at 1.3).  Before this update, every
--- shard server runs the library that defines
--- idempotent_pay.report_constraint, which each call now sets there (a
--- server that preloads the library is restarted).  The partitions are
--- updated to idempotent_pay 1.3 after the proxy: a 1.2 proxy cannot read a
--- 1.3 partition's pay_succeed, while this one pays through a partition at
--- 1.2 and 1.3 alike (pay_find, pay_confirm_second_charge and pay_stats
--- wait for 1.3).
+-- Written by test/proxy_sql.pl, with sql/idempotent_pay_proxy--1.4.sql,
+-- from the same definitions (test/tap/007_proxy.pl compares proxies
+-- updated from 1.2 and 1.3 with one created at 1.4).  The partitions are
+-- updated to idempotent_pay 1.4 before the proxy: a 1.3 proxy pays through
+-- 1.4 partitions, while this one calls what only 1.4 has (pay_succeed and
+-- pay_fail with a bigint attempt, the batches, the card flow, the ledger's
+-- new columns).
 
+-- A ledger row has the card flow's columns.
 SQL
-	  . $settlement . "\n"
-	  . "-- pay_proxy_raise takes the error's context, where a 1.3 shard writes its\n"
-	  . "-- constraint name (versioned C symbol: a 1.2 proxy keeps binding the\n"
-	  . "-- old one).\n"
-	  . "DROP FUNCTION $S.pay_proxy_raise(text, text, text, text, text, text);\n"
-	  . $proxy_raise . "\n"
-	  . "-- A statement row may name the bank reference bizNo/attempt.\n"
-	  . statement_partition('CREATE OR REPLACE') . "\n"
-	  . $currencies . "\n"
-	  . "COMMENT ON TYPE $S.pay_ledger IS\n'$ledger_comment';\n\n"
-	  . "-- pay_succeed answers pay_settlement; pay_stats has a 1.3 shard's columns\n"
-	  . "-- and names the partitions that did not answer: new results make new\n"
-	  . "-- functions.  The roles granted them are noted first and granted them\n"
-	  . "-- again; who could run pay_stats on every partition may run it on each.\n"
+	  . "ALTER TYPE $S.pay_ledger\n$new_columns;\n\n"
+	  . "-- The partitions of a batch's inputs.\n"
+	  . $partitions_of_arrays . "\n"
+	  . "-- pay_succeed and pay_fail take the attempt as a bigint, as on a 1.4\n"
+	  . "-- shard.  Another argument type makes them new functions: their grantees\n"
+	  . "-- are noted and granted them again, PUBLIC and the grant option included.\n"
 	  . "CREATE TEMPORARY TABLE pay_proxy_grantees ON COMMIT DROP AS\n"
-	  . "    SELECT 'FUNCTION' AS kind, 'EXECUTE' AS privilege, p.oid::pg_catalog.regprocedure::pg_catalog.text AS object,\n"
-	  . "           a.grantee::pg_catalog.regrole AS grantee\n"
+	  . "    SELECT p.proname::pg_catalog.text AS function_name,\n"
+	  . "           CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'\n"
+	  . "                ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END AS grantee,\n"
+	  . "           a.is_grantable\n"
 	  . "    FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a\n"
-	  . "    WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[\n$recreated\n"
-	  . "        ]::pg_catalog.regprocedure[])\n"
+	  . "    WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[\n$noted\n"
+	  . "          ]::pg_catalog.regprocedure[])\n"
 	  . "      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'\n"
-	  . "      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner\n"
-	  . "      AND a.grantee OPERATOR(pg_catalog.<>) 0\n"
-	  . "    UNION ALL\n"
-	  . "    SELECT 'FUNCTION', 'EXECUTE', '$S.pay_stats_on_partition(integer)', a.grantee::pg_catalog.regrole\n"
-	  . "    FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a\n"
-	  . "    WHERE p.oid OPERATOR(pg_catalog.=) '$S.pay_stats_on_all_partitions()'::pg_catalog.regprocedure\n"
-	  . "      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'\n"
-	  . "      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner\n"
-	  . "      AND a.grantee OPERATOR(pg_catalog.<>) 0\n"
-	  . "    UNION ALL\n"
-	  . "    SELECT 'TABLE', 'SELECT', c.oid::pg_catalog.regclass::pg_catalog.text, a.grantee::pg_catalog.regrole\n"
-	  . "    FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a\n"
-	  . "    WHERE c.oid OPERATOR(pg_catalog.=) '$S.pay_stats'::pg_catalog.regclass\n"
-	  . "      AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT'\n"
-	  . "      AND a.grantee OPERATOR(pg_catalog.<>) c.relowner\n"
-	  . "      AND a.grantee OPERATOR(pg_catalog.<>) 0;\n\n"
-	  . "DROP VIEW $S.pay_stats;\n"
+	  . "      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;\n\n"
 	  . $dropped . "\n"
-	  . $routed_intro . "\n"
-	  . join("\n", map { routed_call($_, ($_->{since} || $_->{changed}) ? 'CREATE' : 'CREATE OR REPLACE') } @routed)
-	  . "\n"
-	  . fan_out('CREATE OR REPLACE') . "\n"
-	  . stats_functions()
-	  . "\n"
+	  . join("\n", map { routed_call($_, 'CREATE') } @changed) . "\n"
+	  . "-- pay_get and pay_find ask the partition for the new columns.\n"
+	  . join("\n", map { routed_call($_, 'CREATE OR REPLACE') } @wider) . "\n"
+	  . "-- The card flow.\n"
+	  . join("\n", map { routed_call($_, 'CREATE') } @new) . "\n"
+	  . $batches_intro . "\n"
+	  . join("\n", map { batch_functions($_) } @batches) . "\n"
 	  . "REVOKE ALL ON FUNCTION\n"
-	  . join(",\n", map { "    $S.$_" } @recreated, 'pay_stats_on_partition(integer)', map { signatures($_) } @new)
-	  . "\nFROM PUBLIC;\n"
-	  . "REVOKE ALL ON $S.pay_stats FROM PUBLIC;\n\n"
-	  . <<'SQL'
-DO $$
+	  . join(",\n", map { "    $S.$_" } @revoked)
+	  . "\nFROM PUBLIC;\n\n"
+	  . <<"SQL"
+DO \$\$
 DECLARE
     noted record;
 BEGIN
-    FOR noted IN SELECT g.kind, g.privilege, g.object, g.grantee FROM pg_temp.pay_proxy_grantees AS g LOOP
-        EXECUTE pg_catalog.format('GRANT %s ON %s %s TO %s', noted.privilege, noted.kind, noted.object,
-                                  noted.grantee);
+    FOR noted IN SELECT g.function_name, g.grantee, g.is_grantable FROM pg_temp.pay_proxy_grantees AS g LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
+                                  CASE noted.function_name
+$regranted
+                                  END, noted.grantee,
+                                  CASE WHEN noted.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
 END
-$$;
+\$\$;
 DROP TABLE pg_temp.pay_proxy_grantees;
 
 SQL
 	  . grant_functions('CREATE OR REPLACE') . "\n"
-	  . "-- The roles 1.2 granted: an operator (it could reconcile) gets 1.3's\n"
-	  . "-- operator grants; a role that could pay but not reconcile is an\n"
-	  . "-- application's, loses pay_reset and pay_transition and gets 1.3's\n"
-	  . "-- application grants, as on a shard.\n"
-	  . <<"SQL";
+	  . <<"SQL"
+-- The roles 1.3's pay_grant and pay_grant_operator granted get 1.4's: an
+-- application's (it could claim) the batches and the card flow, an
+-- operator's (it could reconcile) pay_authorization_balance.
 DO \$\$
 DECLARE
     grantee record;
 BEGIN
     FOR grantee IN
         SELECT DISTINCT a.grantee::pg_catalog.regrole AS role,
-               pg_catalog.has_function_privilege(a.grantee,
-                   '$S.pay_reconcile(regclass, boolean, timestamptz)', 'EXECUTE') AS operator
+               p.oid OPERATOR(pg_catalog.=) '$S.pay_reconcile(regclass, boolean, timestamptz)'::pg_catalog.regprocedure
+                   AS operator
         FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
         WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
-                  '$S.pay_reset(text, text)',
-                  '$S.pay_transition(text, $S.pay_status, text)',
+                  '$S.pay_open_claim(text, text, numeric, text)',
                   '$S.pay_reconcile(regclass, boolean, timestamptz)']::pg_catalog.regprocedure[])
           AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
@@ -1298,9 +1716,72 @@ BEGIN
         IF grantee.operator THEN
             PERFORM $S.pay_grant_operator(grantee.role);
         ELSE
-            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION $operator_only FROM %s', grantee.role);
             PERFORM $S.pay_grant(grantee.role);
         END IF;
+    END LOOP;
+END
+\$\$;
+
+-- Last: the initial privileges (pg_init_privs) back to what the complete
+-- script records, the owner's and PUBLIC's alone.  PostgreSQL records the
+-- whole ACL of every object an update script creates, replaces or grants
+-- among its initial privileges -- the grants of the DBA's roles with it,
+-- on the proxy's functions, its schema and the cluster's server -- and
+-- pg_dump leaves those out of a dump: a restored proxy would refuse the
+-- application what it was granted.  (This also mends what the update from
+-- 1.2 to 1.3 recorded.)
+DO \$\$
+DECLARE
+    entry record;
+BEGIN
+    FOR entry IN
+        SELECT i.classoid, i.objoid, i.objsubid, i.initprivs,
+               ARRAY(SELECT k.item
+                     FROM pg_catalog.unnest(i.initprivs) WITH ORDINALITY AS k(item, n)
+                     WHERE EXISTS (SELECT FROM pg_catalog.aclexplode(ARRAY[k.item]) AS a
+                                   WHERE a.grantee OPERATOR(pg_catalog.=) 0
+                                      OR a.grantee OPERATOR(pg_catalog.=) a.grantor)
+                     ORDER BY k.n) AS kept,
+               (SELECT pg_catalog.acldefault('f', p.proowner) FROM pg_catalog.pg_proc AS p
+                WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                  AND p.oid OPERATOR(pg_catalog.=) i.objoid) AS function_default
+        FROM pg_catalog.pg_init_privs AS i
+        WHERE EXISTS (SELECT FROM pg_catalog.pg_depend AS d, pg_catalog.pg_extension AS e
+                      WHERE d.classid OPERATOR(pg_catalog.=) i.classoid
+                        AND d.objid OPERATOR(pg_catalog.=) i.objoid
+                        AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                        AND d.refobjid OPERATOR(pg_catalog.=) e.oid
+                        AND d.deptype OPERATOR(pg_catalog.=) 'e'
+                        AND e.extname OPERATOR(pg_catalog.=) 'idempotent_pay_proxy')
+           OR (i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+               AND i.objoid OPERATOR(pg_catalog.=) '$S'::pg_catalog.regnamespace)
+           OR (i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_foreign_server'::pg_catalog.regclass
+               AND i.objoid OPERATOR(pg_catalog.=) (SELECT s.oid FROM pg_catalog.pg_foreign_server AS s
+                                                    WHERE s.srvname OPERATOR(pg_catalog.=) 'idempotent_pay'))
+    LOOP
+        CONTINUE WHEN entry.kept OPERATOR(pg_catalog.=) entry.initprivs;
+        -- a function's default privileges are what the complete script
+        -- leaves where it grants and revokes nothing: no entry
+        IF pg_catalog.cardinality(entry.kept) OPERATOR(pg_catalog.=) 0
+           OR entry.kept OPERATOR(pg_catalog.=) entry.function_default THEN
+            DELETE FROM pg_catalog.pg_init_privs AS i
+            WHERE i.classoid OPERATOR(pg_catalog.=) entry.classoid AND i.objoid OPERATOR(pg_catalog.=) entry.objoid
+              AND i.objsubid OPERATOR(pg_catalog.=) entry.objsubid;
+        ELSE
+            UPDATE pg_catalog.pg_init_privs AS i SET initprivs = entry.kept
+            WHERE i.classoid OPERATOR(pg_catalog.=) entry.classoid AND i.objoid OPERATOR(pg_catalog.=) entry.objoid
+              AND i.objsubid OPERATOR(pg_catalog.=) entry.objsubid;
+        END IF;
+        DELETE FROM pg_catalog.pg_shdepend AS s
+        WHERE s.dbid OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database AS d
+                                             WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+          AND s.classid OPERATOR(pg_catalog.=) entry.classoid AND s.objid OPERATOR(pg_catalog.=) entry.objoid
+          AND s.objsubid OPERATOR(pg_catalog.=) entry.objsubid
+          AND s.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_authid'::pg_catalog.regclass
+          AND s.deptype OPERATOR(pg_catalog.=) 'i'
+          AND NOT s.refobjid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(entry.kept) AS a
+                                                               UNION ALL
+                                                               SELECT a.grantor FROM pg_catalog.aclexplode(entry.kept) AS a));
     END LOOP;
 END
 \$\$;
@@ -1310,8 +1791,8 @@ SQL
 ############################################################################
 
 my %scripts = (
-	'idempotent_pay_proxy--1.3.sql' => \&install_script,
-	'idempotent_pay_proxy--1.2--1.3.sql' => \&upgrade_script,
+	'idempotent_pay_proxy--1.4.sql' => \&install_script,
+	'idempotent_pay_proxy--1.3--1.4.sql' => \&upgrade_script,
 );
 
 my $check = @ARGV && $ARGV[0] eq '--check' ? shift @ARGV : undef;
