@@ -1150,6 +1150,44 @@ REVOKE ALL ON FUNCTION
 FROM PUBLIC;
 
 
+/* The roles 1.3 granted get 1.4's new functions ----------------------- */
+
+-- An application's role and an operator's keep working across the update:
+-- a role 1.3's pay_grant gave pay_open_claim gets pay_grant again (the
+-- batches and the card flow's openers and balance), a role 1.3's
+-- pay_grant_operator gave pay_reconcile gets pay_grant_operator again (the
+-- card flow's balance).  Granting again adds only what 1.4 added: both
+-- grant what they granted before.  A role granted by hand keeps exactly
+-- what it was granted.
+DO $$
+DECLARE
+    grantee record;
+BEGIN
+    FOR grantee IN
+        SELECT a.grantee::pg_catalog.regrole AS role,
+               pg_catalog.bool_or(p.oid OPERATOR(pg_catalog.=)
+                   '@extschema@.pay_open_claim(text, text, numeric, text)'::pg_catalog.regprocedure) AS application,
+               pg_catalog.bool_or(p.oid OPERATOR(pg_catalog.=)
+                   '@extschema@.pay_reconcile(regclass, boolean, timestamptz)'::pg_catalog.regprocedure) AS operator
+        FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+        WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+                  '@extschema@.pay_open_claim(text, text, numeric, text)',
+                  '@extschema@.pay_reconcile(regclass, boolean, timestamptz)']::pg_catalog.regprocedure[])
+          AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+          AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+          AND a.grantee OPERATOR(pg_catalog.<>) 0
+        GROUP BY a.grantee
+    LOOP
+        IF grantee.application THEN
+            PERFORM @extschema@.pay_grant(grantee.role);
+        END IF;
+        IF grantee.operator THEN
+            PERFORM @extschema@.pay_grant_operator(grantee.role);
+        END IF;
+    END LOOP;
+END
+$$;
+
 -- Last: the initial privileges (pg_init_privs) back to what the complete
 -- script records, the owner's and PUBLIC's alone.  PostgreSQL records the
 -- whole ACL of every object an update script creates or replaces among its

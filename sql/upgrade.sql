@@ -362,6 +362,18 @@ CREATE ROLE regress_upgrade_ops;
 SELECT pay_grant('regress_upgrade_app'), pay_grant_operator('regress_upgrade_ops');
 ALTER EXTENSION idempotent_pay UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
+-- the roles 1.3 granted hold 1.4's new functions: the application the
+-- batches and the card flow's calls, the operator the card flow's balance
+SELECT f AS function,
+       has_function_privilege('regress_upgrade_app', f, 'EXECUTE') AS application,
+       has_function_privilege('regress_upgrade_ops', f, 'EXECUTE') AS operator
+FROM unnest(ARRAY['pay_open_claim_many(text, text[], numeric[], text)',
+                  'pay_settle_many(text[], bigint[], pay_status[], text[], text[])',
+                  'pay_open_authorization(text, text, numeric, text, interval)',
+                  'pay_capture_open(text, text, numeric, boolean)',
+                  'pay_void_open(text, text)',
+                  'pay_increment_open(text, text, numeric)',
+                  'pay_authorization_balance(text)']) AS f ORDER BY 1;
 SELECT bizno, status, attempt, amount, currency, channel_ref FROM pay_ledger WHERE bizno LIKE 'UP-%' ORDER BY bizno;
 SELECT (pay_claim('UP-9')).action AS replayed;
 SELECT pay_succeed('UP-10', 'BANK-10', 1) AS settled_across_the_update;
