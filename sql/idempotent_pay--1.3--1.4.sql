@@ -1153,12 +1153,12 @@ FROM PUBLIC;
 /* The roles 1.3 granted get 1.4's new functions ----------------------- */
 
 -- An application's role and an operator's keep working across the update:
--- a role 1.3's pay_grant gave pay_open_claim gets pay_grant again (the
--- batches and the card flow's openers and balance), a role 1.3's
--- pay_grant_operator gave pay_reconcile gets pay_grant_operator again (the
--- card flow's balance).  Granting again adds only what 1.4 added: both
--- grant what they granted before.  A role granted by hand keeps exactly
--- what it was granted.
+-- a role 1.3's pay_grant gave pay_open_claim gets what 1.4's pay_grant adds
+-- (the batches, the card flow's openers and balance), a role 1.3's
+-- pay_grant_operator gave pay_reconcile what 1.4's pay_grant_operator adds
+-- (the card flow's balance).  The functions alone: granting again all that
+-- pay_grant_operator grants would give the views it grants SELECT on
+-- initial privileges a fresh installation has not.
 DO $$
 DECLARE
     grantee record;
@@ -1179,10 +1179,19 @@ BEGIN
         GROUP BY a.grantee
     LOOP
         IF grantee.application THEN
-            PERFORM @extschema@.pay_grant(grantee.role);
+            EXECUTE pg_catalog.format(
+                'GRANT EXECUTE ON FUNCTION '
+                '@extschema@.pay_open_claim_many(text, text[], numeric[], text), '
+                '@extschema@.pay_settle_many(text[], bigint[], @extschema@.pay_status[], text[], text[]), '
+                '@extschema@.pay_open_authorization(text, text, numeric, text, interval), '
+                '@extschema@.pay_capture_open(text, text, numeric, boolean), '
+                '@extschema@.pay_void_open(text, text), '
+                '@extschema@.pay_increment_open(text, text, numeric), '
+                '@extschema@.pay_authorization_balance(text) TO %s', grantee.role);
         END IF;
         IF grantee.operator THEN
-            PERFORM @extschema@.pay_grant_operator(grantee.role);
+            EXECUTE pg_catalog.format(
+                'GRANT EXECUTE ON FUNCTION @extschema@.pay_authorization_balance(text) TO %s', grantee.role);
         END IF;
     END LOOP;
 END
