@@ -31,6 +31,9 @@ OBJS = \
 	src/bizno_format.o \
 	src/prefixes.o \
 	src/refund.o \
+	src/card.o \
+	src/api_card.o \
+	src/write_card.o \
 	src/trigger_common.o \
 	src/trigger_guard.o \
 	src/trigger_bookkeeping.o \

@@ -129,12 +129,21 @@ BEGIN
         '@extschema@.pay_refund_open(text, text, numeric, text), '
         '@extschema@.pay_refund_balance(text) '
         'TO %s', role);
+    -- the card flow
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION '
+        '@extschema@.pay_open_authorization(text, text, numeric, text, interval), '
+        '@extschema@.pay_capture_open(text, text, numeric, boolean), '
+        '@extschema@.pay_void_open(text, text), '
+        '@extschema@.pay_increment_open(text, text, numeric), '
+        '@extschema@.pay_authorization_balance(text) '
+        'TO %s', role);
 END
 $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_grant(regrole) IS
-'Give an application role what paying needs and no more: open, claim, begin, succeed, fail, get, find, stuck, refund_open, refund_balance; SELECT on ledger and journal (the bizNo functions are everyone''s)';
+'Give an application role what paying needs and no more: open, claim, begin, succeed, fail, get, find, stuck, refund_open, refund_balance, open_authorization, capture_open, void_open, increment_open, authorization_balance; SELECT on ledger and journal (the bizNo functions are everyone''s)';
 
 CREATE OR REPLACE FUNCTION @extschema@.pay_grant_operator(role regrole)
 RETURNS void
@@ -170,6 +179,8 @@ BEGIN
         '@extschema@.pay_refund_open(text, text, numeric, text), '
         '@extschema@.pay_refund_balance(text) '
         'TO %s', role);
+    -- the card flow: what an authorization holds
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_authorization_balance(text) TO %s', role);
 END
 $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
@@ -842,6 +853,165 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_verify() IS
 'Every violation of the ledger/journal invariants, including a PROCESSING or SUCCESS payment missing from the ledger, a success whose reference or response differs from the one it was journaled with, and refunds beyond their payment''s capture; no rows when all hold';
+
+
+/* The card flow: authorize, capture, void, increment ------------------- */
+
+-- An authorization and its steps are ledger rows: kind names the step,
+-- expires_in an authorization's life, expires_at (kept by the ledger) when
+-- its hold expires.  Rows of before the update are payments and refunds.
+ALTER TABLE @extschema@.pay_ledger ADD COLUMN kind text;
+ALTER TABLE @extschema@.pay_ledger ADD COLUMN expires_in interval;
+ALTER TABLE @extschema@.pay_ledger ADD COLUMN expires_at timestamptz;
+COMMENT ON COLUMN @extschema@.pay_ledger.kind IS
+'The step of the card flow: AUTHORIZATION, or CAPTURE, FINAL_CAPTURE, VOID or INCREMENT of the authorization named by parent; NULL for a payment or a refund; never changes';
+COMMENT ON COLUMN @extschema@.pay_ledger.expires_in IS
+'An authorization''s life: its hold expires this long after it succeeded; never changes';
+COMMENT ON COLUMN @extschema@.pay_ledger.expires_at IS
+'When an authorization''s hold expires, fixed by the ledger when the authorization succeeds';
+
+-- The card flow (src/api_card.c, src/card.c): an authorization is a payment
+-- (kind AUTHORIZATION) whose SUCCESS means the bank placed a hold; its
+-- captures, voids and increments are ledger rows of their own, children of
+-- the authorization (parent) under a key (refund_key), claimed and settled
+-- as any payment.  The ledger's bookkeeping holds every write to the rules
+-- of the card flow: captures in PROCESSING or SUCCESS within the hold,
+-- closing one-way, increments before any capture.
+CREATE FUNCTION @extschema@.pay_open_authorization(prefix text, biz_id text, amount numeric, currency text,
+                                                   expires_in interval DEFAULT '7 days')
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_open_authorization'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_open_authorization(text, text, numeric, text, interval) IS
+'The bizNo of the authorization of business action (prefix, biz_id): found again, or recorded as INIT; its SUCCESS places the hold, which expires expires_in after it';
+
+CREATE FUNCTION @extschema@.pay_capture_open(auth_bizno text, capture_key text, amount numeric,
+                                             final boolean DEFAULT true)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_capture_open'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_capture_open(text, text, numeric, boolean) IS
+'The bizNo of capture capture_key of a held authorization: found again, or recorded as INIT; a final capture closes the authorization once claimed';
+
+CREATE FUNCTION @extschema@.pay_void_open(auth_bizno text, void_key text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_void_open'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_void_open(text, text) IS
+'The bizNo of void void_key of a held authorization (releases what is not captured): found again, or recorded as INIT for the authorization''s amount';
+
+CREATE FUNCTION @extschema@.pay_increment_open(auth_bizno text, increment_key text, amount numeric)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pay_increment_open'
+LANGUAGE C VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_increment_open(text, text, numeric) IS
+'The bizNo of increment increment_key of a held authorization before any capture (raises the hold by amount once SUCCESS): found again, or recorded as INIT';
+
+-- An authorization's refunds are held to what its captures captured; a
+-- payment's refunds are its children of no kind.
+CREATE OR REPLACE FUNCTION @extschema@.pay_refund_balance(bizno text, OUT captured numeric, OUT refunded numeric,
+                                               OUT in_flight numeric, OUT refundable numeric)
+RETURNS record
+AS $$
+    SELECT c.captured, r.refunded, r.in_flight,
+           c.captured OPERATOR(pg_catalog.-) r.refunded OPERATOR(pg_catalog.-) r.in_flight
+    FROM (SELECT CASE WHEN EXISTS (SELECT FROM @extschema@.pay_ledger AS a
+                                   WHERE a.bizno OPERATOR(pg_catalog.=) $1
+                                     AND a.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION')
+                 THEN (SELECT COALESCE(pg_catalog.sum(l.amount), 0)
+                       FROM @extschema@.pay_ledger AS l
+                       WHERE l.parent OPERATOR(pg_catalog.=) $1
+                         AND l.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')
+                         AND l.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status)
+                 ELSE (SELECT COALESCE(pg_catalog.sum(j.amount), 0)
+                       FROM @extschema@.pay_journal AS j
+                       WHERE j.bizno OPERATOR(pg_catalog.=) $1
+                         AND j.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                         AND j.second_charge IS DISTINCT FROM 'reported') END AS captured) AS c,
+         (SELECT COALESCE(pg_catalog.sum(l.amount) FILTER (
+                     WHERE l.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status), 0) AS refunded,
+                 COALESCE(pg_catalog.sum(l.amount) FILTER (
+                     WHERE l.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status), 0) AS in_flight
+          FROM @extschema@.pay_ledger AS l
+          WHERE l.parent OPERATOR(pg_catalog.=) $1 AND l.kind IS NULL) AS r
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+-- An authorization's figures, summed from its children in this one place,
+-- which the ledger's bookkeeping (src/card.c, under the authorization's row
+-- lock), pay_verify, pay_stats and a caller all read.  authorized is the
+-- hold: the amount and every successful increment, once the authorization
+-- is SUCCESS.  closed_reason says why nothing more is captured, NULL while
+-- the hold is open: a void done or in flight, a final capture done or in
+-- flight, the hold fully captured, the hold expired (at this statement's
+-- clock), or the authorization not held.  No row but NULLs for a key that
+-- is no authorization.
+CREATE FUNCTION @extschema@.pay_authorization_balance(auth_bizno text, OUT authorized numeric,
+                                                      OUT captured numeric, OUT capture_in_flight numeric,
+                                                      OUT refunded numeric, OUT refund_in_flight numeric,
+                                                      OUT capturable numeric, OUT refundable numeric,
+                                                      OUT closed_reason text, OUT expires_at timestamptz)
+RETURNS record
+AS $$
+    SELECT f.authorized, f.captured, f.capture_in_flight, f.refunded, f.refund_in_flight,
+           CASE WHEN f.closed_reason IS NULL
+                THEN f.authorized OPERATOR(pg_catalog.-) f.captured OPERATOR(pg_catalog.-) f.capture_in_flight
+                ELSE 0 END,
+           f.captured OPERATOR(pg_catalog.-) f.refunded OPERATOR(pg_catalog.-) f.refund_in_flight,
+           f.closed_reason, f.expires_at
+    FROM (SELECT CASE WHEN a.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                      THEN a.amount OPERATOR(pg_catalog.+) s.incremented ELSE 0 END AS authorized,
+                 s.captured, s.capture_in_flight, s.refunded, s.refund_in_flight, a.expires_at,
+                 CASE WHEN NOT a.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status THEN 'not held'
+                      WHEN s.voided THEN 'voided'
+                      WHEN s.void_in_flight THEN 'void in flight'
+                      WHEN s.final_captured THEN 'final capture done'
+                      WHEN s.final_in_flight THEN 'final capture in flight'
+                      WHEN s.captured OPERATOR(pg_catalog.>=) (a.amount OPERATOR(pg_catalog.+) s.incremented)
+                          THEN 'fully captured'
+                      WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) a.expires_at THEN 'expired'
+                 END AS closed_reason
+          FROM @extschema@.pay_ledger AS a,
+               LATERAL (SELECT
+                   COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) 'INCREMENT'
+                       AND c.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status), 0) AS incremented,
+                   COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')
+                       AND c.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status), 0) AS captured,
+                   COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')
+                       AND c.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status), 0) AS capture_in_flight,
+                   COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind IS NULL
+                       AND c.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status), 0) AS refunded,
+                   COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind IS NULL
+                       AND c.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status), 0) AS refund_in_flight,
+                   COALESCE(pg_catalog.bool_or(c.kind OPERATOR(pg_catalog.=) 'VOID'
+                       AND c.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status), false) AS voided,
+                   COALESCE(pg_catalog.bool_or(c.kind OPERATOR(pg_catalog.=) 'VOID'
+                       AND c.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status), false) AS void_in_flight,
+                   COALESCE(pg_catalog.bool_or(c.kind OPERATOR(pg_catalog.=) 'FINAL_CAPTURE'
+                       AND c.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status), false) AS final_captured,
+                   COALESCE(pg_catalog.bool_or(c.kind OPERATOR(pg_catalog.=) 'FINAL_CAPTURE'
+                       AND c.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status), false) AS final_in_flight
+                FROM @extschema@.pay_ledger AS c
+                WHERE c.parent OPERATOR(pg_catalog.=) a.bizno) AS s
+          WHERE a.bizno OPERATOR(pg_catalog.=) $1
+            AND a.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION') AS f
+$$
+LANGUAGE sql VOLATILE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_authorization_balance(text) IS
+'An authorization''s hold (authorized: its amount and successful increments), what its captures captured (SUCCESS) and hold (PROCESSING), what its refunds returned and hold, what may still be captured and refunded, why it is closed (NULL while open), and when the hold expires';
+
+REVOKE ALL ON FUNCTION
+    @extschema@.pay_open_authorization(text, text, numeric, text, interval),
+    @extschema@.pay_capture_open(text, text, numeric, boolean),
+    @extschema@.pay_void_open(text, text),
+    @extschema@.pay_increment_open(text, text, numeric),
+    @extschema@.pay_authorization_balance(text)
+FROM PUBLIC;
 
 
 -- Last: the initial privileges (pg_init_privs) back to what the complete

@@ -13,6 +13,8 @@
 
 #include "fmgr.h"
 
+#include "catalog.h"
+
 /*
  * The rules a version's SQL promised its callers; later versions keep the
  * earlier ones' rules and add their own.  Each version's SQL binds entry
@@ -53,5 +55,15 @@ extern Datum pay_open_claim_1_4(PG_FUNCTION_ARGS);
 extern Datum pay_succeed_1_4(PG_FUNCTION_ARGS);
 extern Datum pay_fail_1_4(PG_FUNCTION_ARGS);
 extern Datum pay_confirm_second_charge(PG_FUNCTION_ARGS);
+extern Datum pay_open_authorization(PG_FUNCTION_ARGS);
+extern Datum pay_capture_open(PG_FUNCTION_ARGS);
+extern Datum pay_void_open(PG_FUNCTION_ARGS);
+extern Datum pay_increment_open(PG_FUNCTION_ARGS);
+
+/* api_refund.c: the bizNo of a new child (a refund, a step) of parent */
+extern Datum PayIssueChildBizno(Datum parent, bool order_null, Datum prefix, Datum biz_id);
+/* api_card.c: refuses when key of parent names a row of another kind */
+extern void PayRefuseStepKeyTaken(const PayCatalog *catalog, Datum parent, Datum key,
+								  const char *kind);
 
 #endif							/* PAY_API_H */

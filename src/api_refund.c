@@ -31,14 +31,14 @@ PG_FUNCTION_INFO_V1(pay_refund_open);
 PG_FUNCTION_INFO_V1(pay_refund_open_1_3);
 
 /*
- * The bizNo of a new refund of parent: issued for the parent's business
+ * The bizNo of a new refund (or step of the card flow) of parent: issued for the parent's business
  * action (prefix, biz_id), so that it reads as that order's and a router
  * hashing (prefix, biz_id) sends it where the parent is; for a parent keyed
  * by another system, under prefix REFUND with as much of the parent's key
  * as a biz_id holds.
  */
-static Datum
-NewRefundKey(Datum parent, bool order_null, Datum prefix, Datum biz_id)
+Datum
+PayIssueChildBizno(Datum parent, bool order_null, Datum prefix, Datum biz_id)
 {
 	char		buf[BIZNO_MAX_LEN + 1];
 	BiznoParts	action;
@@ -119,6 +119,8 @@ OpenRefund(FunctionCallInfo fcinfo, PayApi api)
 		if (PayLedgerFindRefund(catalog, parent, refund_key, &refund))
 		{
 			bizno = SPI_datumTransfer(refund.bizno, false, -1);
+			if (PayLedgerHasCardFlow(catalog))
+				PayRefuseStepKeyTaken(catalog, parent, refund_key, NULL);
 			if (PayAmountDiffers(&refund, &amount))
 				ereport(ERROR,
 						(errmsg("refund %s of payment %s was opened for another amount",
@@ -136,7 +138,7 @@ OpenRefund(FunctionCallInfo fcinfo, PayApi api)
 		if (!PayLedgerReadParent(catalog, parent, &row.currency, &row.currency_null,
 								 &prefix, &biz_id, &order_null))
 			PayRaiseUnknownPayment(catalog, parent);
-		row.bizno = bizno = NewRefundKey(parent, order_null, prefix, biz_id);
+		row.bizno = bizno = PayIssueChildBizno(parent, order_null, prefix, biz_id);
 		if (PayLedgerInsertRefund(catalog, &row, conflict))
 		{
 			bizno = SPI_datumTransfer(bizno, false, -1);

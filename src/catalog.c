@@ -74,6 +74,9 @@ static const ColumnSpec ledger_columns[LEDGER_COLUMNS] = {
 	[LEDGER_RESPONSE] = {"response", JSONBOID, true},
 	[LEDGER_PARENT] = {"parent", TEXTOID, true},
 	[LEDGER_REFUND_KEY] = {"refund_key", TEXTOID, true},
+	[LEDGER_KIND] = {"kind", TEXTOID, true},
+	[LEDGER_EXPIRES_IN] = {"expires_in", INTERVALOID, true},
+	[LEDGER_EXPIRES_AT] = {"expires_at", TIMESTAMPTZOID, true},
 };
 
 static const ColumnSpec journal_columns[JOURNAL_COLUMNS] = {

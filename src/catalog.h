@@ -36,6 +36,9 @@ typedef enum LedgerColumn
 	LEDGER_RESPONSE,			/* since 1.2; InvalidAttrNumber before */
 	LEDGER_PARENT,				/* since 1.2; InvalidAttrNumber before */
 	LEDGER_REFUND_KEY,			/* since 1.2; InvalidAttrNumber before */
+	LEDGER_KIND,				/* since 1.4; InvalidAttrNumber before */
+	LEDGER_EXPIRES_IN,			/* since 1.4; InvalidAttrNumber before */
+	LEDGER_EXPIRES_AT,			/* since 1.4; InvalidAttrNumber before */
 	LEDGER_COLUMNS
 } LedgerColumn;
 

@@ -45,6 +45,7 @@
 #include "amount.h"
 #include "api.h"
 #include "bizno.h"
+#include "card.h"
 #include "catalog.h"
 #include "machine.h"
 #include "reason.h"
@@ -178,6 +179,8 @@ CheckPaymentValues(const PayCatalog *catalog, Relation rel, const PayLedgerValue
 typedef struct DerivedColumns
 {
 	bool		check_refund;	/* hold the row to the rules of refunds */
+	bool		check_card;		/* hold the row to the rules of the card flow */
+	bool		inserting;
 	bool		entering_processing;
 } DerivedColumns;
 
@@ -210,8 +213,15 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, PayLedgerValues *row, Da
 	is_refund = col[LEDGER_PARENT] != InvalidAttrNumber &&
 		!PayLedgerValueIsNull(row, col[LEDGER_PARENT]);
 	generated = generated && !is_refund;
-	derived->check_refund = is_refund;
+	derived->inserting = true;
 	derived->entering_processing = status == PAY_PROCESSING;
+	if (api >= PAY_API_1_4 && col[LEDGER_KIND] != InvalidAttrNumber)
+	{
+		/* a hold expires only once placed */
+		derived->check_card = !PayLedgerValueIsNull(row, col[LEDGER_KIND]);
+		Derive(row, col[LEDGER_EXPIRES_AT], (Datum) 0, true);
+	}
+	derived->check_refund = is_refund && !derived->check_card;
 
 	if (api >= PAY_API_1_3)
 		CheckPaymentValues(catalog, rel, NULL, row, PAY_NEW_ROW, status, api);
@@ -225,6 +235,55 @@ DeriveOnInsert(const PayCatalog *catalog, Relation rel, PayLedgerValues *row, Da
 	Derive(row, col[LEDGER_PROCESSING_SINCE], now, status != PAY_PROCESSING);
 	Derive(row, col[LEDGER_CREATED_AT], now, false);
 	return true;
+}
+
+/*
+ * The card flow's columns on an update: kind and expires_in never change,
+ * and expires_at is the ledger's, fixed when an authorization enters
+ * SUCCESS.  A payment or refund (no kind, no life: two flags tested) pays
+ * for nothing more.  A step is checked when claimed, and when its amount
+ * or currency changes.
+ */
+static void
+DeriveCardOnUpdate(const PayCatalog *catalog, Relation rel, const PayLedgerValues *old,
+				   PayLedgerValues *row, PayStatus from, PayStatus status, Datum now,
+				   DerivedColumns *derived)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+	bool		kind_null;
+	bool		expires_null;
+	Datum		kind = PayLedgerValue(old, col[LEDGER_KIND], &kind_null);
+	Datum		expires_at = PayLedgerValue(old, col[LEDGER_EXPIRES_AT], &expires_null);
+	const AttrNumber frozen[2] = {col[LEDGER_KIND], col[LEDGER_EXPIRES_IN]};
+
+	for (int i = 0; i < 2; i++)
+	{
+		if ((PayLedgerValueIsNull(old, frozen[i]) && PayLedgerValueIsNull(row, frozen[i])) ||
+			PayLedgerValueUnchanged(rel, old, row, frozen[i]))
+			continue;
+		ereport(ERROR,
+				(errmsg("column %s of a ledger row cannot change",
+						NameStr(TupleDescAttr(RelationGetDescr(rel), frozen[i] - 1)->attname)),
+				 errdetail("%s is recorded as the step it is, for the life it was opened with.",
+						   PayRowKeyDescription(rel, old->tuple)),
+				 errtablecol(rel, frozen[i]),
+				 PayReason(PAY_REASON_IMMUTABLE_COLUMN)));
+	}
+	if (!kind_null && status == PAY_SUCCESS && from != PAY_SUCCESS &&
+		PayCardKindOf(kind, false) == PAY_CARD_AUTHORIZATION)
+	{
+		bool		life_null;
+		Datum		life = PayLedgerValue(old, col[LEDGER_EXPIRES_IN], &life_null);
+
+		expires_null = life_null;
+		if (!life_null)
+			expires_at = DirectFunctionCall2(timestamptz_pl_interval, now, life);
+	}
+	Derive(row, col[LEDGER_EXPIRES_AT], expires_at, expires_null);
+	derived->check_card = !kind_null &&
+		(derived->entering_processing ||
+		 !PayLedgerValueUnchanged(rel, old, row, col[LEDGER_AMOUNT]) ||
+		 !PayLedgerValueUnchanged(rel, old, row, col[LEDGER_CURRENCY]));
 }
 
 /*
@@ -259,7 +318,9 @@ DeriveOnUpdate(const PayCatalog *catalog, TriggerData *trigdata, const PayLedger
 		CheckPaymentValues(catalog, rel, old, row, from, status, api);
 
 	derived->entering_processing = from != PAY_PROCESSING && status == PAY_PROCESSING;
-	derived->check_refund = is_refund &&
+	if (api >= PAY_API_1_4 && col[LEDGER_KIND] != InvalidAttrNumber)
+		DeriveCardOnUpdate(catalog, rel, old, row, from, status, now, derived);
+	derived->check_refund = is_refund && !derived->check_card &&
 		(derived->entering_processing ||
 		 !PayLedgerValueUnchanged(rel, old, row, col[LEDGER_AMOUNT]) ||
 		 !PayLedgerValueUnchanged(rel, old, row, col[LEDGER_CURRENCY]));
@@ -320,7 +381,9 @@ Bookkeeping(FunctionCallInfo fcinfo, PayApi api)
 	tuple->t_data->t_ctid = row.tuple->t_data->t_ctid;
 	tuple->t_self = row.tuple->t_self;
 	tuple->t_tableOid = row.tuple->t_tableOid;
-	if (derived.check_refund)
+	if (derived.check_card)
+		PayCheckCardRow(catalog, rel, tuple, derived.inserting, derived.entering_processing);
+	else if (derived.check_refund)
 		PayCheckRefund(catalog, rel, tuple, derived.entering_processing);
 	return PointerGetDatum(tuple);
 }

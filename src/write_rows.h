@@ -67,6 +67,41 @@ typedef struct PayRefundRow
 	const char *note;
 } PayRefundRow;
 
+/* A row of the card flow as its openers read it (write_card.c). */
+typedef struct PayCardRow
+{
+	Datum		bizno;
+	PayStatus	status;
+	Datum		amount;
+	bool		amount_null;
+	Datum		currency;
+	bool		currency_null;
+	Datum		kind;
+	bool		kind_null;
+	Datum		expires_in;
+	bool		expires_in_null;
+	Datum		prefix;			/* PayLedgerReadCardRow only */
+	Datum		biz_id;
+	bool		order_null;
+} PayCardRow;
+
+/* A new row of the card flow: an authorization (no parent) or a step. */
+typedef struct PayCardInsert
+{
+	Datum		bizno;
+	Datum		amount;
+	bool		amount_null;
+	Datum		currency;
+	bool		currency_null;
+	const char *kind;
+	Datum		expires_in;
+	bool		expires_in_null;
+	Datum		parent;
+	Datum		key;
+	bool		parent_null;	/* an authorization: no parent, no key */
+	const char *note;
+} PayCardInsert;
+
 /* What an insert does when a unique key of the new row is taken. */
 typedef enum PayInsertConflict
 {
