@@ -11,7 +11,7 @@ or not), a void, an increment or a refund, claim any of them.  A PROCEED
 calls a simulated bank under bizNo/attempt, which books the step or
 declines it; the answer is lost CARD_MODEL_LOSS of the time.  A reconciler
 takes pay_stuck rows, asks the bank with query-and-close and settles them.
-A third of the authorizations expire 0.3 s after their hold.
+A third of the authorizations expire 80 ms after their hold.
 
 Every call is recorded with its start, its end and its reply.  Afterwards,
 for each authorization, the oracle looks for an order of its calls that
@@ -44,15 +44,15 @@ import psycopg2
 import psycopg2.extensions
 
 SESSIONS = int(os.environ.get("CARD_MODEL_SESSIONS", "6"))
-OPS = int(os.environ.get("CARD_MODEL_OPS", "1000"))
-LIVE = int(os.environ.get("CARD_MODEL_LIVE", "3"))
-OPS_PER_AUTH = int(os.environ.get("CARD_MODEL_OPS_PER_AUTH", "150"))
+OPS = int(os.environ.get("CARD_MODEL_OPS", "1500"))
+LIVE = int(os.environ.get("CARD_MODEL_LIVE", "4"))
+OPS_PER_AUTH = int(os.environ.get("CARD_MODEL_OPS_PER_AUTH", "60"))
 LOSS = float(os.environ.get("CARD_MODEL_LOSS", "0.3"))
 DECLINE = 0.1
 SEED = int(os.environ.get("CARD_MODEL_SEED", str(int(time.time()))))
 APP_USER = os.environ.get("CARD_MODEL_APP_USER")
 STUCK_AFTER = "150 milliseconds"
-SHORT_EXPIRY = 0.3           # seconds, for a third of the authorizations
+SHORT_EXPIRY = 0.08          # seconds, for a third of the authorizations
 # Clocks: the server's statement time falls inside the call's interval as
 # the client measures it; this much slack either side.
 CLOCK_SLACK = 0.05
@@ -103,7 +103,11 @@ class History:
             self.ops[op.auth].append(op)
             self.runs[op.kind] += 1
             if op.reply[0] == "err":
-                self.refusals[(op.kind, op.reply[1], op.reply[2] or "")] += 1
+                name = op.reply[2] or ""
+                detail = op.reply[3] or ""
+                if name == "pay_authorization_closed" and detail.startswith("Closed: "):
+                    name += f" ({detail[8:].split(';')[0]})"
+                self.refusals[(op.kind, op.reply[1], name)] += 1
 
 
 HISTORY = History()
@@ -142,12 +146,15 @@ class Bank:
         self.booked = {}          # reference -> amount
         self.closed = set()
         self.requests = set()
+        self.declined = 0
+        self.lost = 0             # answers lost on the way back
 
     def book(self, ref, amount, rng):
         with self.lock:
             first = ref not in self.requests
             self.requests.add(ref)
             if ref in self.closed or (first and rng.random() < DECLINE):
+                self.declined += 1
                 return None
             if ref not in self.booked:
                 self.booked[ref] = amount
@@ -173,6 +180,7 @@ class Auth:
         self.amount = amount
         self.expires_in = expires_in      # None: the default, 7 days
         self.bizno = None
+        self.held = False                 # a reply said the hold is placed
         self.ops = 0
         self.steps = {}                   # (kind, key) -> (bizno, amount, final)
         self.keys = collections.Counter()  # kind -> keys issued
@@ -191,7 +199,7 @@ class Shared:
         with self.lock:
             index = len(self.auths)
             expires_in = None if index % 3 else f"{SHORT_EXPIRY} seconds"
-            auth = Auth(index, f"AUTH-{SEED}-{index}",
+            auth = Auth(index, f"AUTH-{SEED}-{os.getpid()}-{index}",
                         Decimal(100 + self.rng.randrange(0, 5) * 20), expires_in)
             self.auths.append(auth)
         op = open_auth(conn, auth, auth.amount)
@@ -211,11 +219,11 @@ class Shared:
         """Count one operation of auth; retire it after OPS_PER_AUTH."""
         with self.lock:
             auth.ops += 1
-            retire = auth.ops == OPS_PER_AUTH and auth in self.live
-            if retire:
-                self.live.remove(auth)
+            retire = auth.ops == OPS_PER_AUTH
         if retire:
-            self.new_auth(conn)
+            self.new_auth(conn)             # its successor first: never none live
+            with self.lock:
+                self.live.remove(auth)
 
 
 def open_auth(conn, auth, amount):
@@ -246,6 +254,8 @@ def open_step(conn, shared, auth, kind, rng):
             _, amount, final = auth.steps[(kind, key)]
             if rng.random() < 0.25 and amount is not None:
                 amount = amount + Decimal(5)          # another amount: frozen
+            elif kind == "capture" and rng.random() < 0.1:
+                final = not final                     # another kind: the key is taken
         else:
             auth.keys[kind] += 1
             key = f"{kind[0].upper()}{auth.keys[kind]}"
@@ -253,7 +263,7 @@ def open_step(conn, shared, auth, kind, rng):
                       "void": None,
                       "increment": Decimal(rng.randrange(1, 4) * 10),
                       "refund": Decimal(rng.randrange(1, 6) * 5)}[kind]
-            final = kind == "capture" and rng.random() < 0.3
+            final = kind == "capture" and rng.random() < 0.15
     if kind == "capture":
         params = (auth.bizno, key, amount, final)
         args = (key, str(amount), final)
@@ -280,13 +290,17 @@ def claim_and_charge(conn, shared, auth, kind, key, bizno, amount, rng):
     args = ("auth",) if kind == "auth" else (key,)
     op = call(conn, auth.index, "claim_" + kind, args,
               "SELECT action, attempt FROM pay_claim(%s)", (bizno,))
+    if kind == "auth" and op.reply == ("ok", ("ALREADY_SUCCEEDED", op.reply[1][1])):
+        auth.held = True
     if op.reply[0] != "ok" or op.reply[1][0] != "PROCEED":
         return
     attempt = op.reply[1][1]
     ref = f"{bizno}/{attempt}"
     booked = BANK.book(ref, amount, rng)
     if rng.random() < LOSS:
-        return                                    # the answer is lost
+        with BANK.lock:
+            BANK.lost += 1
+        return                                    # the answer is lost: the reconciler's
     settle(conn, auth.index, kind, key, bizno, attempt, booked)
 
 
@@ -314,17 +328,14 @@ def session(n, shared, errors):
                 if op.reply[0] == "ok" and op.reply[1] != auth.bizno:
                     raise AssertionError(f"{auth.biz_id} reopened as {op.reply[1]}, "
                                          f"not {auth.bizno}")
-            elif r < 0.14:
+            elif r < 0.12 or (not auth.held and r < 0.7):
                 claim_and_charge(conn, shared, auth, "auth", None, auth.bizno, auth.amount, rng)
-            elif r < 0.50:
-                kind = rng.choices(KINDS, weights=(6, 1, 2, 3))[0]
-                open_step(conn, shared, auth, kind, rng)
             else:
                 with shared.lock:
                     steps = list(auth.steps.items())
-                if not steps:
-                    claim_and_charge(conn, shared, auth, "auth", None, auth.bizno,
-                                     auth.amount, rng)
+                if r < 0.50 or not steps:
+                    kind = rng.choices(KINDS, weights=(6, 1, 2, 3))[0]
+                    open_step(conn, shared, auth, kind, rng)
                 else:
                     (kind, key), (bizno, amount, _) = rng.choice(steps)
                     claim_and_charge(conn, shared, auth, kind, key, bizno, amount, rng)
@@ -332,6 +343,9 @@ def session(n, shared, errors):
         conn.close()
     except BaseException as e:
         errors.append(f"session {n}: {type(e).__name__}: {e}")
+
+
+RECONCILED = collections.Counter()      # kind -> settlements by the reconciler
 
 
 def reconcile_pass(conn, shared):
@@ -355,6 +369,7 @@ def reconcile_pass(conn, shared):
             with conn.cursor() as cur:
                 cur.execute("SAVEPOINT settle")
             op = settle(conn, auth_index, kind, key, bizno, attempt, booked, by="reconciler")
+            RECONCILED[kind] += 1
             with conn.cursor() as cur:
                 cur.execute("ROLLBACK TO SAVEPOINT settle" if op.reply[0] == "err"
                             else "RELEASE SAVEPOINT settle")
@@ -423,40 +438,47 @@ def time_cases(op, expires_at):
     return cases
 
 
-def claim_outcomes(kind, amount, base, steps, op, expires_at):
-    """The refusals a claim of a step in INIT or FAILED may get, as a set of
-    sets: one set of allowed refusals per case; a case whose set is empty
-    allows PROCEED."""
+def card_refusal(kind, amount, base, steps, expired, claiming):
+    """The refusal a new step of kind gets when opened (claiming false) or a
+    step in INIT or FAILED gets when claimed, or None when it passes: first
+    the close (for every step but a refund), then an increment after a
+    capture, then the limits, which hold at the claim."""
     reasons, f, authorized = close_reasons(base, steps)
-    cases = []
-    for expired in time_cases(op, expires_at):
-        closed = reasons | ({"expired"} if expired else set())
-        allowed = set()
-        if kind == "capture":
-            reserved = f["capture_PROCESSING"] + f["capture_SUCCESS"]
-            if closed:
-                allowed.add(("55000", "pay_authorization_closed"))
-            if reserved + amount > authorized:
-                allowed.add(("23514", "pay_capture_limit"))
-                # everything reserved: "fully captured" once it succeeds
-                if reserved >= authorized:
-                    allowed.add(("55000", "pay_authorization_closed"))
-        elif kind == "increment":
-            if closed:
-                allowed.add(("55000", "pay_authorization_closed"))
-            if f["capture_PROCESSING"] or f["capture_SUCCESS"]:
-                allowed.add(("55000", "pay_increment_after_capture"))
-        elif kind == "void":
-            if closed - {"expired"}:
-                allowed.add(("55000", "pay_authorization_closed"))
-            if closed - {"expired"} == {"captured"}:
-                cases.append(set())     # nothing left to release: either
-        elif kind == "refund":
-            captured = f["capture_SUCCESS"]
-            if f["refund_PROCESSING"] + f["refund_SUCCESS"] + amount > captured:
-                allowed.add(("23514", "pay_refund_limit"))
-        cases.append(allowed)
-    return cases
+    if expired:
+        reasons.add("expired")
+    if kind != "refund" and reasons:
+        # the detail names the first reason of these
+        label = ("voided" if f["void_SUCCESS"] else "void in flight" if f["void_PROCESSING"]
+                 else "final capture done" if f["final_SUCCESS"]
+                 else "final capture in flight" if f["final_PROCESSING"]
+                 else "fully captured" if "captured" in reasons else "expired")
+        return ("55000", "pay_authorization_closed", label)
+    if kind == "increment" and (f["capture_PROCESSING"] or f["capture_SUCCESS"]):
+        return ("55000", "pay_increment_after_capture")
+    if not claiming:
+        return None
+    if kind == "capture" and f["capture_PROCESSING"] + f["capture_SUCCESS"] + amount > authorized:
+        return ("23514", "pay_capture_limit")
+    if kind == "refund" and f["refund_PROCESSING"] + f["refund_SUCCESS"] + amount > f["capture_SUCCESS"]:
+        return ("23514", "pay_refund_limit")
+    return None
+
+
+def card_outcomes(kind, amount, base, steps, op, expires_at, claiming):
+    """The outcomes a call may get: None (it passes) or a refusal, one for
+    each side of the hold's expiry the call may have run on."""
+    return {card_refusal(kind, amount, base, steps, expired, claiming)
+            for expired in time_cases(op, expires_at)}
+
+
+def refused_as(reply, outcomes):
+    """Whether error reply is one of the refusals of outcomes: its SQLSTATE
+    and constraint, and for a close the reason its detail names first."""
+    for outcome in outcomes:
+        if outcome is not None and reply[1:3] == outcome[:2] and (
+                len(outcome) < 3 or (reply[3] or "").startswith(f"Closed: {outcome[2]};")):
+            return True
+    return False
 
 
 TRANSIENT = {"40001", "40P01"}          # serialization failure, deadlock: nothing done
@@ -473,10 +495,8 @@ def step_state(state, op, base, expires_at):
     if kind == "open_auth":
         if Decimal(op.args[0]) == base:
             return state if reply[0] == "ok" else None
-        # another amount: refused while INIT or FAILED, frozen after
-        refusal = ("55000", "pay_parameter_changed" if auth_status in ("INIT", "FAILED")
-                   else "pay_amount_frozen")
-        return state if reply[0] == "err" and reply[1:3] == refusal else None
+        # another amount: frozen under the business action
+        return state if reply[0] == "err" and reply[1:3] == ("55000", "pay_amount_frozen") else None
 
     if kind.startswith("open_"):
         step_kind = kind[5:]
@@ -485,27 +505,24 @@ def step_state(state, op, base, expires_at):
         final = op.args[2] if step_kind == "capture" else None
         existing = [s for s in steps if s[0] == step_kind and s[1] == key]
         if auth_status != "SUCCESS":
-            allowed = {("55000", "pay_authorization_not_held")}
-            if step_kind == "refund":
-                allowed.add(("55000", "pay_refund_unpaid"))
-            return state if reply[0] == "err" and reply[1:3] in allowed else None
+            refusal = ("55000", "pay_refund_unpaid" if step_kind == "refund"
+                       else "pay_authorization_not_held")
+            return state if reply[0] == "err" and reply[1:3] == refusal else None
         if existing:
+            # found again, whatever the authorization's state: under its
+            # kind (a capture's final names its kind) and amount only
             s = existing[0]
-            if s[2] == amount and s[3] == final:
+            if s[3] != final:
+                refusal = ("55000", "pay_step_key_taken")
+            elif s[2] != amount and step_kind != "void":
+                refusal = ("55000", "pay_amount_frozen")
+            else:
                 return state if reply[0] == "ok" else None
-            return state if reply[0] == "err" and reply[1:3] == ("55000", "pay_amount_frozen") else None
-        refusals = set()
-        may_open = True
-        if step_kind == "increment":
-            f = figures(steps)
-            if f["capture_PROCESSING"] or f["capture_SUCCESS"]:
-                refusals.add(("55000", "pay_increment_after_capture"))
-                may_open = False
-            elif any(s[0] == "capture" for s in steps):
-                refusals.add(("55000", "pay_increment_after_capture"))
+            return state if reply[0] == "err" and reply[1:3] == refusal else None
+        outcomes = card_outcomes(step_kind, amount, base, steps, op, expires_at, False)
         if reply[0] == "err":
-            return state if reply[1:3] in refusals else None
-        if not may_open:
+            return state if refused_as(reply, outcomes) else None
+        if None not in outcomes:
             return None
         new = (step_kind, key, amount, final, "INIT", 0)
         return (auth_status, auth_attempt, tuple(sorted(steps + (new,), key=sort_key)))
@@ -536,14 +553,14 @@ def step_state(state, op, base, expires_at):
             return state if reply[0] == "ok" and action == "ALREADY_SUCCEEDED" else None
         # INIT or FAILED: PROCEED under the next attempt, unless a rule refuses
         if target == "auth":
-            cases = [set()]
+            outcomes = {None}
         else:
-            cases = claim_outcomes(target, s[2], base, steps, op, expires_at)
+            outcomes = card_outcomes(target, s[2], base, steps, op, expires_at, True)
         if reply[0] == "ok":
-            if action != "PROCEED" or got_attempt != attempt + 1:
+            if action != "PROCEED" or got_attempt != attempt + 1 or None not in outcomes:
                 return None
-            return with_status("PROCESSING", attempt + 1) if any(not c for c in cases) else None
-        return state if any(reply[1:3] in c for c in cases) else None
+            return with_status("PROCESSING", attempt + 1)
+        return state if refused_as(reply, outcomes) else None
 
     # succeed or fail under op.args[1], the attempt
     got_attempt = op.args[1]
@@ -700,7 +717,7 @@ def check_balance(cur, auth, balance):
     and the limits."""
     problems = []
     cur.execute("""
-        SELECT a.amount,
+        SELECT CASE WHEN a.status = 'SUCCESS' THEN a.amount ELSE 0 END,
                coalesce(sum(c.amount) FILTER (WHERE c.step = 'increment' AND c.status = 'SUCCESS'), 0),
                coalesce(sum(c.amount) FILTER (WHERE c.step = 'capture' AND c.status = 'SUCCESS'), 0),
                coalesce(sum(c.amount) FILTER (WHERE c.step = 'capture' AND c.status = 'PROCESSING'), 0),
@@ -709,7 +726,7 @@ def check_balance(cur, auth, balance):
         FROM pay_ledger AS a
         LEFT JOIN (SELECT l.*, %s AS step FROM pay_ledger AS l) AS c ON c.parent = a.bizno
         WHERE a.bizno = %s
-        GROUP BY a.amount""" % (STEP_KIND_SQL, "%s"), (auth.bizno,))
+        GROUP BY a.amount, a.status""" % (STEP_KIND_SQL, "%s"), (auth.bizno,))
     base, increments, captured, capturing, refunded, refunding = cur.fetchone()
     authorized = base + increments
     got = dict(zip(("authorized", "captured", "capture_in_flight", "refunded", "refund_in_flight"),
@@ -736,7 +753,8 @@ def check_balance(cur, auth, balance):
 
 
 # The kind of a step, as the ledger records it (the step column).
-STEP_KIND_SQL = "l.kind"
+STEP_KIND_SQL = ("CASE WHEN l.kind IS NULL THEN 'refund' "
+                 "WHEN l.kind IN ('CAPTURE', 'FINAL_CAPTURE') THEN 'capture' ELSE lower(l.kind) END")
 
 
 def check_bank(cur, shared):
@@ -778,12 +796,17 @@ def amcheck(cur):
 def report(seconds, auths):
     calls = sum(HISTORY.runs.values())
     print(f"card model: seed {SEED}, {SESSIONS} sessions and a reconciler, {auths} authorizations "
-          f"({LIVE} at a time), {calls} calls in {seconds:.1f} s, {LOSS:.0%} of answers lost")
-    print(f"  {'call':<20} {'run':>7}   refusals")
+          f"({LIVE} at a time), {calls} calls in {seconds:.1f} s")
+    print(f"  the bank: {len(BANK.booked)} steps booked, {BANK.declined} declined, "
+          f"{BANK.lost} answers lost ({LOSS:.0%}); the reconciler settled "
+          f"{sum(n for k, n in RECONCILED.items())} stuck steps")
+    print(f"  {'call':<18} {'run':>6}   refusals")
     for kind in sorted(HISTORY.runs):
-        refused = [f"{n} {state} {name}".rstrip() for (k, state, name), n
-                   in sorted(HISTORY.refusals.items()) if k == kind]
-        print(f"  {kind:<20} {HISTORY.runs[kind]:>7}   {', '.join(refused) or '-'}")
+        refused = [f"{n:>5} {state} {name}".rstrip() for (k, state, name), n
+                   in sorted(HISTORY.refusals.items()) if k == kind] or ["    -"]
+        print(f"  {kind:<18} {HISTORY.runs[kind]:>6} {refused[0]}")
+        for line in refused[1:]:
+            print(f"  {'':<18} {'':>6} {line}")
 
 
 def fail(msg):
