@@ -947,8 +947,9 @@ LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 -- hold: the amount and every successful increment, once the authorization
 -- is SUCCESS.  closed_reason says why nothing more is captured, NULL while
 -- the hold is open: a void done or in flight, a final capture done or in
--- flight, the hold fully captured, the hold expired (at this statement's
--- clock), or the authorization not held.  No row but NULLs for a key that
+-- flight, the hold fully captured, the hold expired (at the start of the
+-- statement, a claim's), or the authorization not held.  STABLE, so that
+-- the bookkeeping's call sums in the snapshot it takes after the lock.  No row but NULLs for a key that
 -- is no authorization.
 CREATE FUNCTION @extschema@.pay_authorization_balance(auth_bizno text, OUT authorized numeric,
                                                       OUT captured numeric, OUT capture_in_flight numeric,
@@ -973,7 +974,7 @@ AS $$
                       WHEN s.final_in_flight THEN 'final capture in flight'
                       WHEN s.captured OPERATOR(pg_catalog.>=) (a.amount OPERATOR(pg_catalog.+) s.incremented)
                           THEN 'fully captured'
-                      WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) a.expires_at THEN 'expired'
+                      WHEN pg_catalog.statement_timestamp() OPERATOR(pg_catalog.>=) a.expires_at THEN 'expired'
                  END AS closed_reason
           FROM @extschema@.pay_ledger AS a,
                LATERAL (SELECT
@@ -1000,7 +1001,7 @@ AS $$
           WHERE a.bizno OPERATOR(pg_catalog.=) $1
             AND a.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION') AS f
 $$
-LANGUAGE sql VOLATILE SET search_path = @extschema@, pg_temp;
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_authorization_balance(text) IS
 'An authorization''s hold (authorized: its amount and successful increments), what its captures captured (SUCCESS) and hold (PROCESSING), what its refunds returned and hold, what may still be captured and refunded, why it is closed (NULL while open), and when the hold expires';

@@ -50,6 +50,7 @@ BEGIN
         WHEN 'text'::regtype THEN format('coalesce(%I || ''-forged'', ''forged'')', col)
         WHEN 'integer'::regtype THEN format('%I - 1', col)
         WHEN 'timestamptz'::regtype THEN format('coalesce(%I, now()) - interval ''1 day''', col)
+        WHEN 'interval'::regtype THEN format('coalesce(%I, interval ''1 day'') + interval ''1 day''', col)
         WHEN 'pay_amount'::regtype THEN format('%I + 1', col)
         WHEN 'pay_currency'::regtype THEN format('CASE WHEN %I = ''USD'' THEN ''EUR'' ELSE ''USD'' END', col)
         WHEN 'pay_status'::regtype THEN '''FAILED'''

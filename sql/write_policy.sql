@@ -160,6 +160,7 @@ BEGIN
         WHEN 'boolean'::regtype THEN format('NOT %I', col)
         WHEN 'date'::regtype THEN format('(%I - interval ''1 month'')::date', col)
         WHEN 'timestamptz'::regtype THEN format('coalesce(%I, now()) - interval ''1 day''', col)
+        WHEN 'interval'::regtype THEN format('coalesce(%I, interval ''1 day'') + interval ''1 day''', col)
         WHEN 'pay_amount'::regtype THEN format('%I + 1', col)
         WHEN 'pay_currency'::regtype THEN format('CASE WHEN %I = ''USD'' THEN ''EUR'' ELSE ''USD'' END', col)
         -- the step back a forger wants: SUCCESS to INIT; a legal one otherwise
@@ -313,6 +314,11 @@ INSERT INTO wp_policy VALUES
 ('pay_ledger % row', 'UPDATE attempt', 'ok, derived', '23514 pay_attempt_count'),
 ('pay_ledger % row', 'UPDATE processing_since', 'ok, derived', 'ok'),
 ('pay_ledger % row', 'UPDATE updated_at', 'ok, derived', 'ok'),
+-- the card flow's columns: kind and expires_in held by the bookkeeping
+-- (origin mode), expires_at derived
+('pay_ledger % row', 'UPDATE kind', '23514 pay_immutable_column', 'ok'),
+('pay_ledger % row', 'UPDATE expires_in', '23514 pay_immutable_column', 'ok'),
+('pay_ledger % row', 'UPDATE expires_at', 'ok, derived', 'ok'),
 ('pay_ledger % row', 'UPDATE amount', 'ok', 'ok'),
 ('pay_ledger % row', 'UPDATE currency', 'ok', 'ok'),
 ('pay_ledger % row', 'UPDATE channel_ref', 'ok', 'ok'),

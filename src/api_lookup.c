@@ -35,6 +35,7 @@
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 
 #include "api.h"
@@ -78,7 +79,10 @@ static SPIPlanPtr lookup_plans[LOOKUP_PLANS];
 /* the catalog generation the plans were made for */
 static uint64 lookup_generation = 0;
 
-/* The archive's columns of the ledger's names, a.bizno, a.prefix, ... */
+/*
+ * The archive's columns of the ledger's names, a.bizno, a.prefix, ...; NULL
+ * for those the archive does not keep.
+ */
 static char *
 ArchiveColumns(const PayCatalog *catalog)
 {
@@ -93,8 +97,13 @@ ArchiveColumns(const PayCatalog *catalog)
 
 		if (column->attisdropped)
 			continue;
-		appendStringInfo(&list, "%sa.%s", list.len > 0 ? ", " : "",
-						 quote_identifier(NameStr(column->attname)));
+		/* a column the archive does not keep (the card flow's) reads NULL */
+		if (get_attnum(catalog->ledger_archive, NameStr(column->attname)) == InvalidAttrNumber)
+			appendStringInfo(&list, "%sNULL::%s", list.len > 0 ? ", " : "",
+							 format_type_be_qualified(column->atttypid));
+		else
+			appendStringInfo(&list, "%sa.%s", list.len > 0 ? ", " : "",
+							 quote_identifier(NameStr(column->attname)));
 	}
 	table_close(ledger, NoLock);	/* held to the end, as a SELECT holds it */
 	return list.data;

@@ -14,7 +14,7 @@ SELECT enum_has_labels('pay_settlement', ARRAY['SUCCESS', 'SECOND_CHARGE']);
 SELECT has_table('pay_ledger');
 SELECT columns_are('pay_ledger', ARRAY['bizno', 'prefix', 'biz_id', 'status', 'amount', 'currency',
     'attempt', 'channel_ref', 'last_error', 'created_at', 'updated_at', 'processing_since', 'note',
-    'response', 'parent', 'refund_key']);
+    'response', 'parent', 'refund_key', 'kind', 'expires_in', 'expires_at']);
 SELECT col_is_pk('pay_ledger', 'bizno');
 SELECT index_is_unique('pay_ledger', 'pay_ledger_prefix_biz_id_key');
 SELECT has_table('pay_journal');

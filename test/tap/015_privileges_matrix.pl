@@ -116,6 +116,12 @@ my %call = (
 	'pay_stuck(interval,integer)' => q{SELECT * FROM pay_stuck('0 seconds', 10)},
 	'pay_refund_open(text,text,numeric,text)' => q{SELECT pay_refund_open('M-SUCCESS', 'R-%ROLE%', 1, 'goodwill')},
 	'pay_refund_balance(text)' => q{SELECT * FROM pay_refund_balance('M-REFUNDING')},
+	'pay_open_authorization(text,text,numeric,text,interval)' =>
+	  q{SELECT pay_open_authorization('SHOP', 'AUTH-%ROLE%', 10, 'EUR', '7 days')},
+	'pay_capture_open(text,text,numeric,boolean)' => q{SELECT pay_capture_open('%AUTH%', 'C-%ROLE%', 1, false)},
+	'pay_void_open(text,text)' => q{SELECT pay_void_open('%AUTH%', 'V-%ROLE%')},
+	'pay_increment_open(text,text,numeric)' => q{SELECT pay_increment_open('%AUTH%', 'I-%ROLE%', 1)},
+	'pay_authorization_balance(text)' => q{SELECT * FROM pay_authorization_balance('%AUTH%')},
 	'pay_reset(text,text)' => q{SELECT pay_reset('M-FAILED', 'the customer retries')},
 	'pay_transition(text,pay_status,text)' => q{SELECT pay_transition('M-PROCESSING', 'FAILED', 'declined by phone')},
 	'pay_confirm_second_charge(text,text)' => q{SELECT pay_confirm_second_charge('M-DOUBLE', 'BANK-OTHER')},
@@ -201,6 +207,9 @@ $node->safe_psql(
 	SELECT pay_succeed('M-DOUBLE', 'BANK-OTHER', 1);
 	SELECT pay_succeed('M-CONFIRMED', 'BANK-OTHER', 1);
 	SELECT pay_confirm_second_charge('M-CONFIRMED', 'BANK-OTHER');
+	-- a held authorization, which the card flow's steps are opened under
+	SELECT pay_claim(a), pay_succeed(a, 'HOLD-M', 1)
+	FROM pay_open_authorization('SHOP', 'AUTH-HELD', 100, 'EUR') AS a;
 
 	SET session_replication_role = replica;
 	UPDATE pay_ledger SET updated_at = '2025-03-10 12:00+00' WHERE bizno LIKE 'M-MARCH%';
@@ -238,6 +247,7 @@ is( $node->safe_psql(
 
 my %value;
 ($value{INIT}) = $node->safe_psql('payments', q{SELECT bizno FROM pay_find('SHOP', 'ORDER-INIT')});
+($value{AUTH}) = $node->safe_psql('payments', q{SELECT bizno FROM pay_find('SHOP', 'AUTH-HELD')});
 ($value{KEYS_LO}, $value{KEYS_HASHES}) =
   split /\|/, $node->safe_psql('payments', q{SELECT lo, hashes FROM pay_archive_keys ORDER BY lo LIMIT 1});
 $value{DOUBLE_SEQ} = $node->safe_psql('payments',
