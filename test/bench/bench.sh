@@ -717,6 +717,53 @@ archive_bench() {
 	echo "   row 9 took $((SECONDS - started)) s" >&2
 }
 
+# Row 11, the card flow: a capture's three calls (pay_capture_open,
+# pay_claim, pay_succeed) against a refund's same three (pay_refund_open,
+# pay_claim, pay_succeed), the path captures were built on, and a new
+# payment's two (api.pgbench), side by side.  Each capture takes 1.00 of one
+# of CARD_HOLDS held authorizations, each refund 1.00 of one of as many
+# SUCCESS payments, all of 1 000 000 EUR and written as a restore writes
+# them (the ledger's triggers off, their journal rows alongside), so that
+# no run meets a limit and a step's checks sum few siblings.
+CARD_HOLDS=${BENCH_CARD_HOLDS:-100000}
+card_bench() {
+	echo "== 11. the card flow: capture vs refund vs new payment ($CARD_HOLDS authorizations and payments)" >&2
+	sql >/dev/null <<SQL
+SET session_replication_role = replica;
+SET row_security = off;
+SET check_function_bodies = false;
+INSERT INTO pay_ledger (bizno, status, attempt, amount, currency, channel_ref, kind, expires_in, expires_at)
+    SELECT 'CA' || g, 'SUCCESS', 1, 1000000, 'EUR', 'HOLD-CA' || g, 'AUTHORIZATION', '7 days', now() + '7 days'
+    FROM generate_series(1, $CARD_HOLDS) AS g;
+INSERT INTO pay_ledger (bizno, status, attempt, amount, currency, channel_ref)
+    SELECT 'RP' || g, 'SUCCESS', 1, 1000000, 'EUR', 'BANK-RP' || g FROM generate_series(1, $CARD_HOLDS) AS g;
+INSERT INTO pay_journal (bizno, attempt, from_status, to_status, amount, currency, channel_ref)
+    SELECT p || g, 1, 'PROCESSING', 'SUCCESS', 1000000, 'EUR', 'BANK-' || p || g
+    FROM generate_series(1, $CARD_HOLDS) AS g, (VALUES ('CA'), ('RP')) AS k (p);
+RESET session_replication_role;
+RESET row_security;
+RESET check_function_bodies;
+VACUUM ANALYZE pay_ledger;
+VACUUM ANALYZE pay_journal;
+SQL
+	PGBENCH_DEFINES=(-D "holds=$CARD_HOLDS")
+	compare card_capture.pgbench card_refund.pgbench api.pgbench
+	PGBENCH_DEFINES=()
+	row "11. card capture: open, claim, succeed (steps/s)" \
+		"capture $(printf %.0f "${MEDIAN[card_capture.pgbench]}"), refund $(printf %.0f "${MEDIAN[card_refund.pgbench]}")" \
+		"$(paired "${RUNS[card_capture.pgbench]}" "${RUNS[card_refund.pgbench]}" 'refund, the same three calls')" "≥ 0.9×"
+	row "11. card capture vs a new payment (steps/s)" \
+		"capture $(printf %.0f "${MEDIAN[card_capture.pgbench]}"), new payment (pay_begin + pay_succeed) $(printf %.0f "${MEDIAN[api.pgbench]}")" \
+		"$(paired "${RUNS[card_capture.pgbench]}" "${RUNS[api.pgbench]}" 'new payment')" "≥ 0.6×"
+}
+
+# BENCH_ONLY=card: row 11 alone
+if [ "${BENCH_ONLY:-}" = card ]; then
+	card_bench
+	table
+	exit 0
+fi
+
 # BENCH_ONLY=instructions: rows 1d and 9c alone
 if [ "${BENCH_ONLY:-}" = instructions ]; then
 	instructions
@@ -815,6 +862,8 @@ uuid_ms=$(echo "$uuid_runs" | tr ' ' '\n' | grep . | median)
 echo "   pay_bizno: $bizno_runs-> $bizno_ms ms; uuid: $uuid_runs-> $uuid_ms ms" >&2
 row "4. 1M ids in one statement (ms)" "pay_bizno $(printf %.0f "$bizno_ms"), gen_random_uuid()::text $(printf %.0f "$uuid_ms")" \
 	"$(ratio "$uuid_ms" "$bizno_ms")× as fast" "≥ 1×"
+
+card_bench
 
 echo "== 6. backend memory around 1M API calls in one session" >&2
 memory=$(sql <<'SQL'
