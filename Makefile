@@ -56,7 +56,7 @@ PROXY_EXTENSION = idempotent_pay_proxy
 DATA = $(wildcard sql/$(EXTENSION)--*.sql) \
 	$(PROXY_EXTENSION).control $(wildcard sql/$(PROXY_EXTENSION)--*.sql)
 
-REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive seams ddl replica_mode write_policy claim_durable lookup verify params keys upgrade version13
+REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive seams ddl replica_mode write_policy claim_durable lookup verify params keys card upgrade version13
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready archive-get issued-prefix card-capture-capture card-capture-void card-capture-expiry card-final-capture card-increment-capture card-refund-refund card-late-success

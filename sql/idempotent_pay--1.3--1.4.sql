@@ -368,6 +368,33 @@ BEGIN
         END IF;
         RETURN NEXT;
     END LOOP;
+
+    -- Captures the bank settled after their authorization closed (a void or
+    -- a final capture claimed before their SUCCESS, or the hold expired):
+    -- reserved at their claim and counted, listed for the merchant to see.
+    RETURN QUERY
+    SELECT 'LATE_CAPTURE'::pg_catalog.text, c.bizno, c.status, c.amount::pg_catalog.numeric,
+           NULL::pg_catalog.numeric, 0,
+           pg_catalog.format('capture of %s settled after its authorization closed: %s', c.parent, closed.why)
+    FROM @extschema@.pay_ledger AS c
+    JOIN @extschema@.pay_ledger AS a ON a.bizno OPERATOR(pg_catalog.=) c.parent
+    JOIN @extschema@.pay_journal AS js ON js.bizno OPERATOR(pg_catalog.=) c.bizno
+         AND js.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+    CROSS JOIN LATERAL (
+        SELECT 'expired'::pg_catalog.text AS why WHERE js.at OPERATOR(pg_catalog.>) a.expires_at
+        UNION ALL
+        SELECT pg_catalog.lower(v.kind) OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) v.bizno
+        FROM @extschema@.pay_ledger AS v
+        WHERE v.parent OPERATOR(pg_catalog.=) c.parent AND NOT v.bizno OPERATOR(pg_catalog.=) c.bizno
+          AND v.kind OPERATOR(pg_catalog.=) ANY ('{VOID,FINAL_CAPTURE}')
+          AND v.status OPERATOR(pg_catalog.=) ANY ('{PROCESSING,SUCCESS}'::@extschema@.pay_status[])
+          AND js.seq OPERATOR(pg_catalog.>) (SELECT pg_catalog.max(vj.seq) FROM @extschema@.pay_journal AS vj
+                                             WHERE vj.bizno OPERATOR(pg_catalog.=) v.bizno
+                                               AND vj.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status)
+        LIMIT 1) AS closed
+    WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')
+      AND c.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND (since IS NULL OR c.updated_at OPERATOR(pg_catalog.>=) since);
 END
 $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
@@ -730,6 +757,39 @@ AS $$
          @extschema@.pay_refund_balance(refunded.parent) AS b
     WHERE b.refundable OPERATOR(pg_catalog.<) 0
     UNION ALL
+    SELECT held.parent,
+           pg_catalog.format('its captures capture or hold %s, more than the %s authorized',
+                             b.captured OPERATOR(pg_catalog.+) b.capture_in_flight, b.authorized)
+    FROM (SELECT DISTINCT l.parent FROM @extschema@.pay_ledger AS l
+          WHERE l.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')) AS held,
+         @extschema@.pay_authorization_balance(held.parent) AS b
+    WHERE b.captured OPERATOR(pg_catalog.+) b.capture_in_flight OPERATOR(pg_catalog.>) b.authorized
+    UNION ALL
+    SELECT s.bizno, pg_catalog.format('a step (%s) of %s, which is no authorization', s.kind, s.parent)
+    FROM @extschema@.pay_ledger AS s
+    LEFT JOIN @extschema@.pay_ledger AS a ON a.bizno OPERATOR(pg_catalog.=) s.parent
+    WHERE s.kind OPERATOR(pg_catalog.<>) 'AUTHORIZATION'
+      AND a.kind IS DISTINCT FROM 'AUTHORIZATION'
+    UNION ALL
+    SELECT s.bizno, pg_catalog.format('claimed after its authorization %s closed: %s', s.parent, closed.why)
+    FROM @extschema@.pay_ledger AS s
+    JOIN @extschema@.pay_ledger AS a ON a.bizno OPERATOR(pg_catalog.=) s.parent
+    JOIN @extschema@.pay_journal AS j ON j.bizno OPERATOR(pg_catalog.=) s.bizno
+         AND j.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
+    CROSS JOIN LATERAL (
+        SELECT 'expired' AS why WHERE j.at OPERATOR(pg_catalog.>) a.expires_at
+        UNION ALL
+        SELECT pg_catalog.lower(c.kind) OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) c.bizno
+        FROM @extschema@.pay_ledger AS c
+        WHERE c.parent OPERATOR(pg_catalog.=) s.parent AND NOT c.bizno OPERATOR(pg_catalog.=) s.bizno
+          AND c.kind OPERATOR(pg_catalog.=) ANY ('{VOID,FINAL_CAPTURE}')
+          AND c.status OPERATOR(pg_catalog.=) ANY ('{PROCESSING,SUCCESS}'::@extschema@.pay_status[])
+          AND j.seq OPERATOR(pg_catalog.>) (SELECT pg_catalog.max(cj.seq) FROM @extschema@.pay_journal AS cj
+                                            WHERE cj.bizno OPERATOR(pg_catalog.=) c.bizno
+                                              AND cj.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status)
+        LIMIT 1) AS closed
+    WHERE s.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE,VOID,INCREMENT}')
+    UNION ALL
     SELECT c.bizno, pg_catalog.format('a second charge under %s was reported, and no bank statement confirms it',
                                       c.channel_ref)
     FROM @extschema@.pay_second_charges() AS c
@@ -852,7 +912,7 @@ $$
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_verify() IS
-'Every violation of the ledger/journal invariants, including a PROCESSING or SUCCESS payment missing from the ledger, a success whose reference or response differs from the one it was journaled with, and refunds beyond their payment''s capture; no rows when all hold';
+'Every violation of the ledger/journal invariants, including a PROCESSING or SUCCESS payment missing from the ledger, a success whose reference or response differs from the one it was journaled with, refunds beyond their payment''s capture, and (since 1.4) captures beyond their authorization''s hold, steps of what is no authorization, steps claimed after their authorization closed; no rows when all hold';
 
 
 /* The card flow: authorize, capture, void, increment ------------------- */
@@ -1005,6 +1065,38 @@ LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_authorization_balance(text) IS
 'An authorization''s hold (authorized: its amount and successful increments), what its captures captured (SUCCESS) and hold (PROCESSING), what its refunds returned and hold, what may still be captured and refunded, why it is closed (NULL while open), and when the hold expires';
+
+-- pay_archive moves an authorization, with all its steps and refunds, only
+-- once it is closed and all of them are settled.
+CREATE OR REPLACE FUNCTION @extschema@.pay_archive_unready(before timestamptz, folded_below bigint,
+                                                candidates text[])
+RETURNS SETOF text
+AS $$
+    SELECT r.parent FROM @extschema@.pay_ledger AS r
+    WHERE r.parent IS NOT NULL
+      AND (r.status OPERATOR(pg_catalog.<>) ALL (ARRAY['SUCCESS', 'FAILED']::@extschema@.pay_status[])
+           OR r.updated_at OPERATOR(pg_catalog.>=) $1)
+    UNION
+    SELECT COALESCE(l.parent, j.bizno) FROM @extschema@.pay_journal AS j
+    LEFT JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) j.bizno
+    WHERE j.seq OPERATOR(pg_catalog.>=) $2
+    UNION
+    SELECT j.bizno
+    FROM pg_catalog.unnest($3) AS c(bizno)
+    JOIN @extschema@.pay_journal AS j ON j.bizno OPERATOR(pg_catalog.=) c.bizno
+    WHERE j.second_charge IS NOT NULL
+    GROUP BY j.bizno, j.channel_ref
+    HAVING NOT pg_catalog.bool_or(j.second_charge OPERATOR(pg_catalog.=) 'confirmed')
+    UNION
+    SELECT a.bizno
+    FROM pg_catalog.unnest($3) AS c(bizno)
+    JOIN @extschema@.pay_ledger AS a ON a.bizno OPERATOR(pg_catalog.=) c.bizno
+    CROSS JOIN LATERAL @extschema@.pay_authorization_balance(a.bizno) AS b
+    WHERE a.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION'
+      AND a.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND b.closed_reason IS NULL
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 
 REVOKE ALL ON FUNCTION
     @extschema@.pay_open_authorization(text, text, numeric, text, interval),

@@ -316,7 +316,7 @@ INSERT INTO wp_policy VALUES
 ('pay_ledger % row', 'UPDATE updated_at', 'ok, derived', 'ok'),
 -- the card flow's columns: kind and expires_in held by the bookkeeping
 -- (origin mode), expires_at derived
-('pay_ledger % row', 'UPDATE kind', '23514 pay_immutable_column', 'ok'),
+('pay_ledger % row', 'UPDATE kind', '23514 pay_immutable_column', 'ok, detected'),
 ('pay_ledger % row', 'UPDATE expires_in', '23514 pay_immutable_column', 'ok'),
 ('pay_ledger % row', 'UPDATE expires_at', 'ok, derived', 'ok'),
 ('pay_ledger % row', 'UPDATE amount', 'ok', 'ok'),
