@@ -84,6 +84,9 @@ CREATE TABLE card_statement (bizno text, amount numeric, currency text, status t
 SELECT kind, ledger_status, ledger_amount, bizno = :'part' AS the_late_capture,
        detail LIKE 'capture of % settled after its authorization closed: void %' AS says_why
 FROM pay_reconcile('card_statement') WHERE kind = 'LATE_CAPTURE';
+-- a step the bank's statement lacks is named as the step it is
+SELECT kind, detail LIKE 'capture of %: %' AS named_a_capture
+FROM pay_reconcile('card_statement') WHERE kind = 'MISSING_IN_BANK' AND bizno = :'part';
 DROP TABLE card_statement;
 
 -- Raw SQL is held as the API is: the ledger's bookkeeping checks every write.

@@ -1923,7 +1923,7 @@ BEGIN
                    COALESCE(b.failures, 0) AS failures, b.charged, b.least_amount, b.greatest_amount,
                    b.least_currency, b.greatest_currency, b.channel_ref, b.channel_refs,
                    l.channel_ref AS ledger_channel_ref, l.parent, l.attempt AS ledger_attempt,
-                   b.success_attempt, b.failure_attempt, b.bank_response
+                   b.success_attempt, b.failure_attempt, b.bank_response, l.kind AS step_kind
             FROM @extschema@.pay_ledger AS l
             FULL JOIN bank AS b ON b.bizno OPERATOR(pg_catalog.=) l.bizno
         )
@@ -2039,7 +2039,9 @@ BEGIN
         END IF;
 
         IF found.parent IS NOT NULL THEN
-            detail := pg_catalog.format('refund of %s: %s', found.parent, detail);
+            detail := pg_catalog.format('%s of %s: %s',
+                                        COALESCE(pg_catalog.lower(pg_catalog.replace(found.step_kind, '_', ' ')), 'refund'),
+                                        found.parent, detail);
         END IF;
         RETURN NEXT;
     END LOOP;

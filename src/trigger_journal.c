@@ -41,8 +41,10 @@
 #include "commands/async.h"
 #include "commands/sequence.h"
 #include "commands/trigger.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/json.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
@@ -89,22 +91,31 @@ JournaledChange(const PayCatalog *catalog, Relation rel, const PayLedgerValues *
 }
 
 /*
- * NOTIFY the transition as JSON, with the payment a refund pays back
- * (parent NULL for a payment).  Keys hold only [A-Za-z0-9_.:-], so they
- * need no escaping.
+ * NOTIFY the transition as JSON, with the payment a refund pays back or the
+ * authorization a step belongs to (parent NULL for a payment), and the
+ * card flow's kind of the row (since 1.4; absent for a payment or refund).
+ * Keys hold only [A-Za-z0-9_.:-], so they need no escaping; a kind is
+ * escaped, a raw write in replica mode may bring any.
  */
 static void
 NotifyTransition(const char *bizno, int from, PayStatus to, int32 attempt,
-				 const char *parent)
+				 const char *parent, const char *kind)
 {
 	char	   *from_json = from == PAY_NEW_ROW ? "null" :
 		psprintf("\"%s\"", PayStatusName(from));
+	StringInfoData kind_json;
 
+	initStringInfo(&kind_json);
+	if (kind)
+	{
+		appendStringInfoString(&kind_json, ", \"kind\": ");
+		escape_json(&kind_json, kind);
+	}
 	Async_Notify(pay_notify_channel,
-				 psprintf("{\"bizno\": \"%s\", \"from\": %s, \"to\": \"%s\", \"attempt\": %d%s%s%s}",
+				 psprintf("{\"bizno\": \"%s\", \"from\": %s, \"to\": \"%s\", \"attempt\": %d%s%s%s%s}",
 						  bizno, from_json, PayStatusName(to), attempt,
 						  parent ? ", \"parent\": \"" : "", parent ? parent : "",
-						  parent ? "\"" : ""));
+						  parent ? "\"" : "", kind_json.data));
 }
 
 /*
@@ -225,13 +236,18 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	if (from != (int) to && pay_notify_channel != NULL && pay_notify_channel[0] != '\0')
 	{
 		Datum		parent = (Datum) 0;
+		Datum		kind = (Datum) 0;
+		bool		kind_null = true;
 
 		isnull = true;
 		if (col[LEDGER_PARENT] != InvalidAttrNumber)
 			parent = PayLedgerValue(&row, col[LEDGER_PARENT], &isnull);
+		if (col[LEDGER_KIND] != InvalidAttrNumber)
+			kind = PayLedgerValue(&row, col[LEDGER_KIND], &kind_null);
 		NotifyTransition(TextDatumGetCString(values[JOURNAL_BIZNO]), from, to,
 						 DatumGetInt32(values[JOURNAL_ATTEMPT]),
-						 isnull ? NULL : TextDatumGetCString(parent));
+						 isnull ? NULL : TextDatumGetCString(parent),
+						 kind_null ? NULL : TextDatumGetCString(kind));
 	}
 
 	return PointerGetDatum(NULL);
