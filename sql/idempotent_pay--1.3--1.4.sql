@@ -1005,20 +1005,21 @@ LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 
 -- An authorization's figures, summed from its children in this one place,
 -- which the ledger's bookkeeping (src/card.c, under the authorization's row
--- lock), pay_verify, pay_stats and a caller all read.  authorized is the
+-- lock), pay_verify, pay_archive, pay_reconcile and a caller read.  authorized is the
 -- hold: the amount and every successful increment, once the authorization
 -- is SUCCESS.  closed_reason says why nothing more is captured, NULL while
 -- the hold is open: a void done or in flight, a final capture done or in
 -- flight, the hold fully captured, the hold expired (at the start of the
 -- statement, a claim's), or the authorization not held.  STABLE, so that
--- the bookkeeping's call sums in the snapshot it takes after the lock.  No row but NULLs for a key that
--- is no authorization.
-CREATE FUNCTION @extschema@.pay_authorization_balance(auth_bizno text, OUT authorized numeric,
-                                                      OUT captured numeric, OUT capture_in_flight numeric,
-                                                      OUT refunded numeric, OUT refund_in_flight numeric,
-                                                      OUT capturable numeric, OUT refundable numeric,
-                                                      OUT closed_reason text, OUT expires_at timestamptz)
-RETURNS record
+-- the bookkeeping's call sums in the snapshot it takes after the lock; a
+-- set of one row, every name qualified and no search_path of its own, so
+-- that the planner inlines it into the bookkeeping's saved query (a claim
+-- of a capture costs no planning of it).  No row for a key that is no
+-- authorization.
+CREATE FUNCTION @extschema@.pay_authorization_balance(auth_bizno text)
+RETURNS TABLE (authorized numeric, captured numeric, capture_in_flight numeric,
+               refunded numeric, refund_in_flight numeric, capturable numeric, refundable numeric,
+               closed_reason text, expires_at timestamptz)
 AS $$
     SELECT f.authorized, f.captured, f.capture_in_flight, f.refunded, f.refund_in_flight,
            CASE WHEN f.closed_reason IS NULL
@@ -1063,7 +1064,7 @@ AS $$
           WHERE a.bizno OPERATOR(pg_catalog.=) $1
             AND a.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION') AS f
 $$
-LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+LANGUAGE sql STABLE;
 
 COMMENT ON FUNCTION @extschema@.pay_authorization_balance(text) IS
 'An authorization''s hold (authorized: its amount and successful increments), what its captures captured (SUCCESS) and hold (PROCESSING), what its refunds returned and hold, what may still be captured and refunded, why it is closed (NULL while open), and when the hold expires';

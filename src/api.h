@@ -13,6 +13,7 @@
 
 #include "fmgr.h"
 
+#include "card.h"
 #include "catalog.h"
 
 /*
@@ -64,6 +65,6 @@ extern Datum pay_increment_open(PG_FUNCTION_ARGS);
 extern Datum PayIssueChildBizno(Datum parent, bool order_null, Datum prefix, Datum biz_id);
 /* api_card.c: refuses when key of parent names a row of another kind */
 extern void PayRefuseStepKeyTaken(const PayCatalog *catalog, Datum parent, Datum key,
-								  const char *kind);
+								  PayCardKind kind);
 
 #endif							/* PAY_API_H */

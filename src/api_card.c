@@ -50,9 +50,9 @@ RequireCardFlow(const PayCatalog *catalog)
 
 /* How a row of the card flow is named in messages. */
 static const char *
-KindName(bool kind_null, Datum kind)
+KindName(PayCardKind kind)
 {
-	switch (PayCardKindOf(kind, kind_null))
+	switch (kind)
 	{
 		case PAY_CARD_NONE:
 			return "a refund";
@@ -71,31 +71,26 @@ KindName(bool kind_null, Datum kind)
 	}
 }
 
-static bool
-KindIs(bool kind_null, Datum kind, const char *label)
-{
-	return label == NULL ? kind_null :
-		(!kind_null && PayCardKindOf(kind, false) == PayCardKindOf(CStringGetTextDatum(label), false));
-}
-
 /*
  * Refuse key of parent when the row recorded under it is not of kind
- * (label as the column spells it; NULL: a refund).
+ * (PAY_CARD_NONE: a refund).
  */
 void
-PayRefuseStepKeyTaken(const PayCatalog *catalog, Datum parent, Datum key, const char *kind)
+PayRefuseStepKeyTaken(const PayCatalog *catalog, Datum parent, Datum key, PayCardKind kind)
 {
 	PayCardRow	row;
+	PayCardKind recorded;
 
-	if (!PayLedgerFindCardStep(catalog, parent, key, &row) ||
-		KindIs(row.kind_null, row.kind, kind))
+	if (!PayLedgerFindCardStep(catalog, parent, key, &row))
+		return;
+	recorded = PayCardKindOf(row.kind, row.kind_null);
+	if (recorded == kind)
 		return;
 	ereport(ERROR,
 			(errmsg("key %s of %s names %s", PayQuoteTextDatum(key), PayQuoteTextDatum(parent),
-					KindName(row.kind_null, row.kind)),
+					KindName(recorded)),
 			 errdetail("Recorded: %s, %s; asked for %s.", PayQuoteTextDatum(row.bizno),
-					   KindName(row.kind_null, row.kind),
-					   KindName(kind == NULL, kind ? CStringGetTextDatum(kind) : (Datum) 0)),
+					   KindName(recorded), KindName(kind)),
 			 PayReason(PAY_REASON_STEP_KEY_TAKEN)));
 }
 
@@ -154,7 +149,7 @@ pay_open_authorization(PG_FUNCTION_ARGS)
 		if (PayLedgerFindCardOrder(catalog, PointerGetDatum(prefix), PointerGetDatum(biz_id), &row))
 		{
 			bizno = SPI_datumTransfer(row.bizno, false, -1);
-			if (!KindIs(row.kind_null, row.kind, "AUTHORIZATION"))
+			if (PayCardKindOf(row.kind, row.kind_null) != PAY_CARD_AUTHORIZATION)
 				ereport(ERROR,
 						(errmsg("business action %s %s is a payment, not an authorization",
 								PayQuoteText(prefix), PayQuoteText(biz_id)),
@@ -275,7 +270,7 @@ OpenStep(FunctionCallInfo fcinfo, PayCardKind kind, const char *key_name, bool h
 		if (PayLedgerFindCardStep(catalog, parent, key, &row))
 		{
 			bizno = SPI_datumTransfer(row.bizno, false, -1);
-			PayRefuseStepKeyTaken(catalog, parent, key, label);
+			PayRefuseStepKeyTaken(catalog, parent, key, kind);
 			if (has_amount &&
 				(row.amount_null ||
 				 DatumGetInt32(DirectFunctionCall2(numeric_cmp, row.amount, amount)) != 0))

@@ -48,7 +48,6 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
-#include "utils/datetime.h"
 #include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
