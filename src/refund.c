@@ -213,9 +213,9 @@ PayCheckRefund(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 
 	if (!grandparent_null)
 		RaiseBadParent(rel, PAY_REASON_REFUND_OF_REFUND,
-					   psprintf("refund %s names %s, which is itself a refund",
+					   psprintf("refund %s names %s, which is itself a refund or a step of an authorization",
 								refund, PayQuoteTextDatum(parent)),
-					   "Only a payment is refunded, never a refund.");
+					   "Only a payment or an authorization is refunded, never a refund, nor a capture: refund what was captured through its authorization.");
 	if (parent_status != PAY_SUCCESS)
 		ereport(ERROR,
 				(errmsg("payment %s is %s: only a SUCCESS payment can be refunded",
