@@ -1228,8 +1228,8 @@ main(int argc, char **argv)
 	}
 	if (cards && (naive_cards.over_captured == 0 || naive_cards.captured_after_void == 0))
 	{
-		printf("\nFAILED: the naive card payments neither over-captured nor captured after a void: "
-			   "the demo shows nothing (more orders, or more loss)\n");
+		printf("\nFAILED: the naive card payments showed no over-capture or no capture after a void: "
+			   "the demo shows too little (more orders, or more loss)\n");
 		return 1;
 	}
 	return 0;
