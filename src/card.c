@@ -194,13 +194,27 @@ CheckAuthorization(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 }
 
 /*
+ * How a refusal's detail names the step it refuses: a step being claimed by
+ * its bizNo, which the ledger has; a step being recorded by its key, since
+ * the bizNo it was issued is refused with it -- a new one at every retry,
+ * which the ledger will never have.
+ */
+static const char *
+StepReference(PayCardKind kind, const char *step, Datum key, bool inserting)
+{
+	if (inserting)
+		return psprintf("%s %s, not recorded", PayCardStepName(kind), PayQuoteTextDatum(key));
+	return psprintf("step %s", step);
+}
+
+/*
  * The figures of authorization parent, summed after its lock was granted:
  * a snapshot now sees every step before this one, and -- past the command
  * counter -- the rows an UPDATE of several steps moved into PROCESSING
  * before this one.  Raises when the step may not pass.
  */
 static void
-CheckOpenAndLimits(Relation rel, PayCardKind kind, const char *step, const char *key,
+CheckOpenAndLimits(Relation rel, PayCardKind kind, const char *step_ref, const char *key,
 				   Datum parent, Datum amount, bool claiming, const char *currency)
 {
 	HeapTuple	tuple;
@@ -232,8 +246,8 @@ CheckOpenAndLimits(Relation rel, PayCardKind kind, const char *step, const char 
 		ereport(ERROR,
 				(errmsg("authorization %s is closed: %s %s is refused",
 						PayQuoteTextDatum(parent), PayCardStepName(kind), key),
-				 errdetail("Closed: %s; the %s was %s (step %s).", TextDatumGetCString(closed_reason),
-						   PayCardStepName(kind), claiming ? "claimed" : "opened", step),
+				 errdetail("Closed: %s; the %s was %s (%s).", TextDatumGetCString(closed_reason),
+						   PayCardStepName(kind), claiming ? "claimed" : "opened", step_ref),
 				 errtable(rel),
 				 PayReason(PAY_REASON_AUTHORIZATION_CLOSED)));
 
@@ -244,8 +258,8 @@ CheckOpenAndLimits(Relation rel, PayCardKind kind, const char *step, const char 
 		ereport(ERROR,
 				(errmsg("authorization %s has a capture: increment %s is refused",
 						PayQuoteTextDatum(parent), key),
-				 errdetail("Captured: %s %s; capture in flight: %s (step %s).",
-						   PayQuoteNumeric(captured), currency, PayQuoteNumeric(in_flight), step),
+				 errdetail("Captured: %s %s; capture in flight: %s (%s).",
+						   PayQuoteNumeric(captured), currency, PayQuoteNumeric(in_flight), step_ref),
 				 errtable(rel),
 				 PayReason(PAY_REASON_INCREMENT_AFTER_CAPTURE)));
 
@@ -256,9 +270,9 @@ CheckOpenAndLimits(Relation rel, PayCardKind kind, const char *step, const char 
 		ereport(ERROR,
 				(errmsg("capture %s of authorization %s would capture more than is held",
 						key, PayQuoteTextDatum(parent)),
-				 errdetail("Authorized: %s %s; captured: %s; in flight: %s; asked: %s (capture %s).",
+				 errdetail("Authorized: %s %s; captured: %s; in flight: %s; asked: %s (%s).",
 						   PayQuoteNumeric(authorized), currency, PayQuoteNumeric(captured),
-						   PayQuoteNumeric(in_flight), PayQuoteNumeric(amount), step),
+						   PayQuoteNumeric(in_flight), PayQuoteNumeric(amount), step_ref),
 				 errtable(rel),
 				 PayReasonWith(PAY_REASON_CAPTURE_LIMIT, PayQuoteNumeric(capturable))));
 }
@@ -349,7 +363,8 @@ PayCheckCardRow(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 				(errmsg("authorization %s is %s: %s %s is refused",
 						PayQuoteTextDatum(parent), PayStatusName(parent_status),
 						PayCardStepName(kind), PayQuoteTextDatum(key)),
-				 errdetail("Its SUCCESS places the hold its steps capture, void or raise (step %s).", step),
+				 errdetail("Its SUCCESS places the hold its steps capture, void or raise (%s).",
+						   StepReference(kind, step, key, inserting)),
 				 errtable(rel),
 				 PayReason(PAY_REASON_AUTHORIZATION_NOT_HELD)));
 	if (amount_null)
@@ -368,8 +383,9 @@ PayCheckCardRow(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 				 PayReason(PAY_REASON_REFUND_CURRENCY)));
 
 	if (inserting || entering_processing)
-		CheckOpenAndLimits(rel, kind, step, PayQuoteTextDatum(key), parent, amount,
-						   entering_processing, currency_text);
+		CheckOpenAndLimits(rel, kind, StepReference(kind, step, key, inserting),
+						   PayQuoteTextDatum(key), parent, amount, entering_processing,
+						   currency_text);
 
 	SPI_finish();
 	PayRestoreUser(&owner);

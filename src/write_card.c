@@ -20,6 +20,7 @@
 
 #include "catalog.h"
 #include "write.h"
+#include "write_sql.h"
 
 typedef enum CardPlan
 {
@@ -172,11 +173,21 @@ PayLedgerInsertCard(const PayCatalog *catalog, const PayCardInsert *insert,
 		insert->parent_null ? 'n' : ' ',
 		' '
 	};
-	int			ret;
+	MemoryContext context = CurrentMemoryContext;
+	int			ret = 0;
 
 	PrepareCardPlans(catalog);
-	ret = SPI_execute_plan(card_plans[conflict == PAY_INSERT_IF_ABSENT ? CARD_INSERT : CARD_INSERT_STRICT],
-						   args, nulls, false, 0);
+	/* a refusal of the bookkeeping reaches the caller without this INSERT as its context */
+	PG_TRY();
+	{
+		ret = SPI_execute_plan(card_plans[conflict == PAY_INSERT_IF_ABSENT ? CARD_INSERT : CARD_INSERT_STRICT],
+							   args, nulls, false, 0);
+	}
+	PG_CATCH();
+	{
+		PaySqlRethrowForCaller(context);
+	}
+	PG_END_TRY();
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	return SPI_processed == 1;

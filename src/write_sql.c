@@ -250,8 +250,8 @@ PreparePlans(const PayCatalog *catalog)
  * Raise the error being handled again without its CONTEXT, which would show
  * the API's own SQL, and with a HINT for a serialization failure.
  */
-static void
-RethrowForCaller(MemoryContext context)
+void
+PaySqlRethrowForCaller(MemoryContext context)
 {
 	ErrorData  *error;
 
@@ -279,7 +279,7 @@ RunPlan(const PayCatalog *catalog, LedgerPlan plan, Datum *values, const char *n
 	}
 	PG_CATCH();
 	{
-		RethrowForCaller(context);
+		PaySqlRethrowForCaller(context);
 	}
 	PG_END_TRY();
 	AtEOXact_GUC(true, nest_level);

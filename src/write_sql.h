@@ -2,7 +2,8 @@
  *
  * write_sql.h
  *	  The ledger's and the journal's reads and writes as saved plans of SQL
- *	  statements: the way every write can go.  Called by write.c only.
+ *	  statements: the way every write can go.  Called by the write layer
+ *	  (write.c, write_card.c) only.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,5 +45,7 @@ extern void PaySqlRecordDeletion(const PayCatalog *catalog, Relation ledger, Dat
 								 PayStatus status, bool refund);
 extern void PaySqlJournalInsert(const PayCatalog *catalog, Relation journal,
 								const Datum *values, const bool *nulls);
+
+extern void PaySqlRethrowForCaller(MemoryContext context) pg_attribute_noreturn();
 
 #endif							/* PAY_WRITE_SQL_H */

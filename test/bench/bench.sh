@@ -759,6 +759,125 @@ if [ "${BENCH_ONLY:-}" = batch ]; then
 	exit 0
 fi
 
+# Row 11, the card flow: a capture's three calls (pay_capture_open,
+# pay_claim, pay_succeed) against a refund's same three (pay_refund_open,
+# pay_claim, pay_succeed), the path captures were built on, and a new
+# payment's two (api.pgbench), side by side.  Each capture takes 1.00 of one
+# of CARD_HOLDS held authorizations, each refund 1.00 of one of as many
+# SUCCESS payments, all of 1 000 000 EUR and written as a restore writes
+# them (the ledger's triggers off, their journal rows alongside), so that
+# no run meets a limit and a step's checks sum few siblings.
+CARD_HOLDS=${BENCH_CARD_HOLDS:-100000}
+card_load() {
+	cat <<SQL
+SET session_replication_role = replica;
+SET row_security = off;
+SET check_function_bodies = false;
+INSERT INTO pay_ledger (bizno, status, attempt, amount, currency, channel_ref, kind, expires_in, expires_at)
+    SELECT 'CA' || g, 'SUCCESS', 1, 1000000, 'EUR', 'HOLD-CA' || g, 'AUTHORIZATION', '7 days', now() + '7 days'
+    FROM generate_series(1, $CARD_HOLDS) AS g;
+INSERT INTO pay_ledger (bizno, status, attempt, amount, currency, channel_ref)
+    SELECT 'RP' || g, 'SUCCESS', 1, 1000000, 'EUR', 'BANK-RP' || g FROM generate_series(1, $CARD_HOLDS) AS g;
+INSERT INTO pay_journal (bizno, attempt, from_status, to_status, amount, currency, channel_ref)
+    SELECT p || g, 1, 'PROCESSING', 'SUCCESS', 1000000, 'EUR', 'BANK-' || p || g
+    FROM generate_series(1, $CARD_HOLDS) AS g, (VALUES ('CA'), ('RP')) AS k (p);
+RESET session_replication_role;
+RESET row_security;
+RESET check_function_bodies;
+VACUUM ANALYZE pay_ledger;
+VACUUM ANALYZE pay_journal;
+SQL
+}
+
+# Row 11d, instructions per step, counted as row 1d counts a payment:
+# CARD_INSTR_STEPS steps of a contender in one single-user backend and three
+# times as many in another, the difference over the extra steps.  A
+# single-user backend cannot pass the bizNo an opener returns on to the next
+# statement: the claim and the settlement of a capture or refund find it by
+# (parent, refund_key), an index probe each that a caller holding the bizNo
+# does not make, the same for both.
+CARD_INSTR_STEPS=${BENCH_CARD_INSTR_STEPS:-300}
+card_steps() {
+	local contender=$1 count=$2 key=$3 parent=CA i
+	if [ "$contender" = api ]; then
+		payments api "$count" "$key"
+		return
+	fi
+	if [ "$contender" = capture ]; then
+		echo "PREPARE open_step(text, text) AS SELECT pay_capture_open(\$1, \$2, 1.00, false);"
+	else
+		parent=RP
+		echo "PREPARE open_step(text, text) AS SELECT pay_refund_open(\$1, \$2, 1.00);"
+	fi
+	echo "PREPARE claim_step(text, text) AS SELECT action FROM pay_claim((SELECT bizno FROM pay_ledger WHERE parent = \$1 AND refund_key = \$2));"
+	echo "PREPARE succeed_step(text, text) AS SELECT pay_succeed((SELECT bizno FROM pay_ledger WHERE parent = \$1 AND refund_key = \$2), 'bank-ref', 1);"
+	for i in $(seq "$count"); do
+		echo "EXECUTE open_step('$parent$((i % CARD_HOLDS + 1))', '$key$i');"
+		echo "EXECUTE claim_step('$parent$((i % CARD_HOLDS + 1))', '$key$i');"
+		echo "EXECUTE succeed_step('$parent$((i % CARD_HOLDS + 1))', '$key$i');"
+	done
+}
+card_instr_count() {
+	local count=$1 contender=$2 key=$3 log=$INSTR_DIR/callgrind.log
+	card_steps "$contender" "$count" "$key" |
+		valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+			--toggle-collect=debugStartup --toggle-collect=debugtup --collect-atstart=yes \
+			postgres --single -D "$INSTR_DIR/data" -c synchronous_commit=off \
+			-c idempotent_pay.foreign_keys=accept instr >"$log" 2>&1
+	if grep -q -E '(^|\] )(ERROR|FATAL|PANIC):' "$log"; then
+		echo "callgrind of $contender:" >&2
+		grep -m 3 -E '(^|\] )(ERROR|FATAL|PANIC):' "$log" >&2
+		return 1
+	fi
+	sed -n 's/^==[0-9]*== Collected : //p' "$log"
+}
+card_instructions() {
+	local contender few many
+	declare -A IR
+	echo "== 11d. instructions per step (callgrind, a single-user backend)" >&2
+	INSTR_DIR=$(mktemp -d)
+	initdb -D "$INSTR_DIR/data" -A trust >/dev/null
+	pg_ctl -D "$INSTR_DIR/data" -l "$INSTR_DIR/server.log" -w \
+		-o "-c listen_addresses='' -k $INSTR_DIR -c fsync=off" start >/dev/null
+	instr_sql postgres -c "CREATE DATABASE instr" \
+		-c "ALTER DATABASE instr SET idempotent_pay.foreign_keys = accept"
+	instr_sql instr -c "CREATE EXTENSION idempotent_pay" >/dev/null
+	card_load | instr_sql instr >/dev/null
+	pg_ctl -D "$INSTR_DIR/data" -m fast -w stop >/dev/null
+	for contender in capture refund api; do
+		few=$(card_instr_count "$CARD_INSTR_STEPS" "$contender" "I1-$contender-")
+		many=$(card_instr_count $((3 * CARD_INSTR_STEPS)) "$contender" "I3-$contender-")
+		IR[$contender]=$(awk -v a="$few" -v b="$many" -v n="$CARD_INSTR_STEPS" 'BEGIN { printf "%.0f", (b - a) / (2 * n) }')
+	done
+	rm -rf "$INSTR_DIR"
+	echo "   capture ${IR[capture]}, refund ${IR[refund]}, new payment ${IR[api]}" >&2
+	row "11d. instructions per step (callgrind, one backend: a count, not a rate)" \
+		"capture $(kilo "${IR[capture]}"), refund $(kilo "${IR[refund]}"), new payment $(kilo "${IR[api]}")" \
+		"$(ratio "${IR[refund]}" "${IR[capture]}")× refund, $(ratio "${IR[api]}" "${IR[capture]}")× new payment (fewer: faster)" "—"
+}
+
+card_bench() {
+	echo "== 11. the card flow: capture vs refund vs new payment ($CARD_HOLDS authorizations and payments)" >&2
+	card_load | sql >/dev/null
+	PGBENCH_DEFINES=(-D "holds=$CARD_HOLDS")
+	compare card_capture.pgbench card_refund.pgbench api.pgbench
+	PGBENCH_DEFINES=()
+	row "11. card capture: open, claim, succeed (steps/s)" \
+		"capture $(printf %.0f "${MEDIAN[card_capture.pgbench]}"), refund $(printf %.0f "${MEDIAN[card_refund.pgbench]}")" \
+		"$(paired "${RUNS[card_capture.pgbench]}" "${RUNS[card_refund.pgbench]}" 'refund, the same three calls')" "≥ 0.9×"
+	row "11. card capture vs a new payment (steps/s)" \
+		"capture $(printf %.0f "${MEDIAN[card_capture.pgbench]}"), new payment (pay_begin + pay_succeed) $(printf %.0f "${MEDIAN[api.pgbench]}")" \
+		"$(paired "${RUNS[card_capture.pgbench]}" "${RUNS[api.pgbench]}" 'new payment')" "≥ 0.6×"
+	card_instructions
+}
+
+# BENCH_ONLY=card: row 11 alone
+if [ "${BENCH_ONLY:-}" = card ]; then
+	card_bench
+	table
+	exit 0
+fi
+
 # BENCH_ONLY=instructions: rows 1d and 9c alone
 if [ "${BENCH_ONLY:-}" = instructions ]; then
 	instructions
@@ -857,6 +976,8 @@ uuid_ms=$(echo "$uuid_runs" | tr ' ' '\n' | grep . | median)
 echo "   pay_bizno: $bizno_runs-> $bizno_ms ms; uuid: $uuid_runs-> $uuid_ms ms" >&2
 row "4. 1M ids in one statement (ms)" "pay_bizno $(printf %.0f "$bizno_ms"), gen_random_uuid()::text $(printf %.0f "$uuid_ms")" \
 	"$(ratio "$uuid_ms" "$bizno_ms")× as fast" "≥ 1×"
+
+card_bench
 
 echo "== 6. backend memory around 1M API calls in one session" >&2
 memory=$(sql <<'SQL'

@@ -21,7 +21,10 @@ CREATE TABLE floor_pay.ledger (
     note                text,
     parent              text,
     refund_key          text,
-    response            jsonb
+    response            jsonb,
+    kind                text,
+    expires_in          interval,
+    expires_at          timestamptz
 ) WITH (fillfactor = 90);
 
 CREATE TABLE floor_pay.journal (

@@ -1,7 +1,7 @@
 -- The card flow's contract, one test per refusal: its SQLSTATE, constraint
 -- name and hint, and the ledger and journal unchanged after it.
 BEGIN;
-SELECT plan(45);
+SELECT plan(49);
 -- The tests claim in this transaction, which rolls back at the end.
 SET LOCAL idempotent_pay.claim_in_transaction = allow;
 
@@ -25,6 +25,22 @@ DECLARE before text := tap_state(); outcome text := tap_refusal(statement);
 BEGIN
     RETURN NEXT is(outcome, expected, description);
     RETURN NEXT is(tap_state(), before, description || ': ledger and journal unchanged');
+END $$;
+-- What a caller reads of a refusal: message, detail and context.
+CREATE FUNCTION tap_report(statement text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE message text; detail text; context text;
+BEGIN EXECUTE statement; RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS message = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL, context = PG_EXCEPTION_CONTEXT;
+    RETURN message || ' | ' || coalesce(detail, '(no detail)') || ' | ' || coalesce(nullif(context, ''), '(no context)');
+END $$;
+-- A refusal raised while a step is recorded reads the same at every retry, and shows none of the extension's SQL.
+CREATE FUNCTION tap_refused_alike(statement text, description text) RETURNS SETOF text
+LANGUAGE plpgsql AS $$
+DECLARE first text := tap_report(statement);
+BEGIN
+    RETURN NEXT is(tap_report(statement), first, description || ': two identical calls, one message and detail');
+    RETURN NEXT matches(first, ' \| \(no context\)$', description || ': no context');
 END $$;
 CREATE TEMP TABLE tap_ids (k text PRIMARY KEY, bizno text);
 CREATE FUNCTION tap_id(key text) RETURNS text LANGUAGE sql AS $$ SELECT bizno FROM tap_ids WHERE k = key $$;
@@ -54,6 +70,8 @@ SELECT function_returns('pay_increment_open', ARRAY['text', 'text', 'numeric'], 
 SELECT * FROM tap_refused(format('SELECT pay_capture_open(%L, %L, 10)', tap_id('init'), 'C1'),
     '55000 pay_authorization_not_held | Capture, void or raise a hold only once its authorization succeeded: claim and settle the authorization first.',
     'a capture of an authorization not yet held');
+SELECT * FROM tap_refused_alike(format('SELECT pay_capture_open(%L, %L, 10)', tap_id('init'), 'C1'),
+    'a capture of an authorization not yet held');
 SELECT * FROM tap_refused(format('SELECT pay_void_open(%L, %L)', tap_id('failed'), 'V1'),
     '55000 pay_authorization_not_held | Capture, void or raise a hold only once its authorization succeeded: claim and settle the authorization first.',
     'a void of a FAILED authorization');
@@ -73,6 +91,8 @@ SELECT * FROM tap_refused(format($q$INSERT INTO pay_ledger (bizno, status, amoun
 -- pay_increment_after_capture
 SELECT * FROM tap_refused(format('SELECT pay_increment_open(%L, %L, 10)', tap_id('held'), 'I1'),
     '55000 pay_increment_after_capture | Raise a hold before its first capture; to charge more now, authorize again.',
+    'an increment once a capture is in flight');
+SELECT * FROM tap_refused_alike(format('SELECT pay_increment_open(%L, %L, 10)', tap_id('held'), 'I1'),
     'an increment once a capture is in flight');
 
 -- pay_amount_frozen and pay_step_key_taken: a key keeps its step

@@ -107,4 +107,34 @@ my $unlisted = $node->safe_psql(
 	  AND NOT p.proname = ANY (string_to_array('} . join(',', @listed) . q{', ','))});
 is($unlisted, '', 'every function a role of the setup may call is in the table');
 
+# The card flow's quick start of doc/guide.md, run as written as the
+# application role, in the database the README's setup made.
+my $guide_path = dirname(__FILE__) . '/../../doc/guide.md';
+open($fh, '<', $guide_path) or die "cannot read $guide_path: $!";
+my $guide = do { local $/; <$fh> };
+close $fh;
+$guide =~ /<!-- card quick start: begin -->\n```\w*\n(.*?)```\n<!-- card quick start: end -->/s
+  or die "doc/guide.md has no block \"card quick start\"";
+my $card_block = $1;
+my ($card_out, $card_err);
+$ok = IPC::Run::run(
+	[ 'psql', '-X', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('payments') . " user=payment_app" ],
+	'<', \$card_block, '>', \$card_out, '2>', \$card_err);
+ok($ok, "the guide's card quick start runs as written, as the application role") or diag $card_err;
+like($card_out, qr/^hold PROCEED 1$/m, 'the hold is claimed under attempt 1');
+like($card_out, qr/^capture PROCEED 1$/m, 'the capture is claimed under attempt 1');
+like($card_out, qr/^ t$/m, 'the capture opened again is the same capture');
+like($card_out, qr/^ ALREADY_SUCCEEDED$/m, 'its retry sends nothing');
+like(
+	$card_out,
+	qr/^ +120\.00 \| +70\.00 \| +30\.00 \| +0 \| +40\.00 \| voided$/m,
+	'the balance: 120.00 held, 70.00 captured, 30.00 refunded, closed by the void');
+is( $node->safe_psql(
+		'payments',
+		"SELECT string_agg(coalesce(kind, 'REFUND') || ':' || refund_key || ':' || status, ' ' ORDER BY created_at, bizno) "
+		  . "FROM pay_ledger WHERE parent IN (SELECT bizno FROM pay_find('SHOP', 'ORDER-77'))"),
+	'CAPTURE:SHIP-1:SUCCESS VOID:RELEASE:SUCCESS REFUND:RETURN-1:SUCCESS',
+	"the ledger holds the quick start's capture, void and refund under its authorization");
+is($node->safe_psql('payments', 'SELECT count(*) FROM pay_verify()'), '0', 'pay_verify finds nothing');
+
 done_testing();
