@@ -27,6 +27,18 @@
 #error "idempotent_pay needs PostgreSQL 15 or later"
 #endif
 
+/*
+ * A function that never returns: 18 spells it as a prefix of the
+ * declaration, pg_noreturn; before 18 it was the attribute
+ * pg_attribute_noreturn(), which 18 no longer has (GCC takes it as a
+ * prefix too).
+ */
+#if PG_VERSION_NUM >= 180000
+#define PayNoReturn pg_noreturn
+#else
+#define PayNoReturn pg_attribute_noreturn()
+#endif
+
 /* 16: the varlena macros (VARDATA_ANY, VARSIZE_ANY_EXHDR, ...) moved here */
 #if PG_VERSION_NUM >= 160000
 #include "varatt.h"

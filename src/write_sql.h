@@ -15,6 +15,7 @@
 #include "utils/relcache.h"
 
 #include "catalog.h"
+#include "compat.h"
 #include "write_rows.h"
 
 extern bool PaySqlLock(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
@@ -46,6 +47,6 @@ extern void PaySqlRecordDeletion(const PayCatalog *catalog, Relation ledger, Dat
 extern void PaySqlJournalInsert(const PayCatalog *catalog, Relation journal,
 								const Datum *values, const bool *nulls);
 
-extern void PaySqlRethrowForCaller(MemoryContext context) pg_attribute_noreturn();
+PayNoReturn extern void PaySqlRethrowForCaller(MemoryContext context);
 
 #endif							/* PAY_WRITE_SQL_H */
