@@ -633,12 +633,9 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 																	   VARSIZE_ANY_EXHDR(prefix),
 																	   VARDATA_ANY(biz_id),
 																	   VARSIZE_ANY_EXHDR(biz_id))));
-		inserted = conflict == PAY_INSERT_IF_ABSENT && opened_row != NULL ?
-			PayLedgerInsertRead(fcinfo, catalog, bizno, new_status, amount, opened_row) :
+		inserted = opened_row != NULL ?
+			PayLedgerInsertRead(fcinfo, catalog, bizno, new_status, amount, conflict, opened_row) :
 			PayLedgerInsert(fcinfo, catalog, bizno, new_status, amount, conflict);
-		if (inserted && opened_row != NULL && conflict == PAY_INSERT_STRICT &&
-			!PayLedgerProbe(fcinfo, bizno, opened_row))
-			PayRequireRowWritten(false, bizno);
 		PayArchiveForgetChecked();
 		*opened = inserted;
 		if (inserted)

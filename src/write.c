@@ -97,20 +97,22 @@ PayLedgerInsert(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 }
 
 /*
- * PayLedgerInsert (PAY_INSERT_IF_ABSENT), and when the row went in, the row
- * as a probe of its bizNo reads it, in *row: the tuple the direct insert
- * wrote, or, after an INSERT statement (whose rules and triggers of the
- * DBA's may have written more), the probe itself.
+ * PayLedgerInsert, and when the row went in, the row as a probe of its
+ * bizNo reads it, in *row: the tuple the direct insert wrote, or, after an
+ * INSERT statement (whose rules and triggers of the DBA's may have written
+ * more), the probe itself.
  */
 bool
 PayLedgerInsertRead(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
-					PayStatus status, const PaymentAmount *amount, LedgerRow *row)
+					PayStatus status, const PaymentAmount *amount, PayInsertConflict conflict,
+					LedgerRow *row)
 {
 	bool		inserted;
 
-	if (PayDirectInsertRead(fcinfo, bizno, status, amount, &inserted, row))
+	if (conflict == PAY_INSERT_IF_ABSENT &&
+		PayDirectInsertRead(fcinfo, bizno, status, amount, &inserted, row))
 		return inserted;
-	inserted = PaySqlInsert(catalog, bizno, status, amount, PAY_INSERT_IF_ABSENT);
+	inserted = PaySqlInsert(catalog, bizno, status, amount, conflict);
 	if (inserted && !PayLedgerProbe(fcinfo, bizno, row))
 		PayRequireRowWritten(false, bizno);
 	return inserted;

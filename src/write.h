@@ -42,7 +42,8 @@ extern bool PayLedgerInsert(FunctionCallInfo fcinfo, const PayCatalog *catalog, 
 							PayStatus status, const PaymentAmount *amount,
 							PayInsertConflict conflict);
 extern bool PayLedgerInsertRead(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
-								PayStatus status, const PaymentAmount *amount, LedgerRow *row);
+								PayStatus status, const PaymentAmount *amount,
+								PayInsertConflict conflict, LedgerRow *row);
 extern bool PayLedgerInsertRefund(const PayCatalog *catalog, const PayRefundRow *refund,
 								  PayInsertConflict conflict);
 extern void PayLedgerSetStatus(const PayCatalog *catalog, Datum bizno, PayStatus status,
