@@ -385,6 +385,25 @@ SELECT (pay_claim('Ord-1', 10, 'EUR')).action AS claimed;
 SELECT pay_succeed('ORD-1', 'R1', 1) AS settled_in_the_other_case;
 SELECT standing('Ord-1') AS settled;
 ALTER TABLE pay_ledger ALTER COLUMN bizno TYPE text COLLATE "default";
+-- The probe of a business action, through the index on (prefix, biz_id),
+-- compares as its WHERE clause does, in biz_id's collation: with biz_id
+-- case-insensitive, another case is the same business action.
+ALTER TABLE pay_ledger ALTER COLUMN biz_id TYPE text COLLATE d_case_insensitive;
+SELECT pay_open('DCOLL', 'Order-1', 10, 'EUR') = pay_open('DCOLL', 'ORDER-1', 10, 'EUR')
+    AS one_business_action;
+ALTER TABLE pay_ledger ALTER COLUMN biz_id TYPE text COLLATE "default";
+-- An index in another collation than the column's is not read for it: in
+-- the column's collation another case is another business action, which
+-- that index then refuses (23505); the new case first, then the recorded
+-- one, found as the column compares.
+DROP INDEX pay_ledger_prefix_biz_id_key;
+CREATE UNIQUE INDEX pay_ledger_prefix_biz_id_key
+    ON pay_ledger (prefix, biz_id COLLATE d_case_insensitive) WHERE biz_id IS NOT NULL;
+SELECT outcome($$SELECT pay_open('DCOLL', 'order-1', 10, 'EUR') IS NOT NULL$$) AS other_case,
+       outcome($$SELECT pay_open('DCOLL', 'Order-1', 10, 'EUR') IS NOT NULL$$) AS recorded_case;
+DROP INDEX pay_ledger_prefix_biz_id_key;
+CREATE UNIQUE INDEX pay_ledger_prefix_biz_id_key ON pay_ledger (prefix, biz_id)
+    WHERE biz_id IS NOT NULL;
 DROP COLLATION d_case_insensitive;
 CREATE VIEW pay_stats AS :stats_view
 ALTER EXTENSION idempotent_pay ADD VIEW pay_stats;

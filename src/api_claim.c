@@ -209,7 +209,7 @@ ApplyAmount(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
  * the DBA's refused the row).
  */
 static void
-RaiseIfOrderTaken(const PayCatalog *catalog, Datum bizno)
+RaiseIfOrderTaken(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno)
 {
 	text	   *key = DatumGetTextPP(bizno);
 	BiznoParts	parts;
@@ -222,7 +222,7 @@ RaiseIfOrderTaken(const PayCatalog *catalog, Datum bizno)
 		return;
 	args[0] = PointerGetDatum(cstring_to_text_with_len(parts.prefix, parts.prefix_len));
 	args[1] = PointerGetDatum(cstring_to_text_with_len(parts.biz_id, parts.biz_id_len));
-	if (PayLedgerFindOrder(catalog, args[0], args[1], &holder))
+	if (PayLedgerFindOrder(fcinfo, catalog, args[0], args[1], &holder))
 		ereport(ERROR,
 				(errmsg("business action %s %s already has bizNo %s",
 						TextDatumGetCString(args[0]), TextDatumGetCString(args[1]),
@@ -357,7 +357,7 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 			}
 			if (!PayLedgerProbe(fcinfo, bizno, &row))
 			{
-				RaiseIfOrderTaken(catalog, bizno);
+				RaiseIfOrderTaken(fcinfo, catalog, bizno);
 
 				/*
 				 * No row holds this bizNo or its business action, yet a
@@ -562,12 +562,13 @@ PayOpenArguments(FunctionCallInfo fcinfo, PayApi api)
  * The bizNo of business action (prefix, biz_id): the recorded one (another
  * amount or currency held to ApplyAmount's rules), or a new one recorded
  * as new_status (*opened set): INIT for pay_open, the claim's first step
- * for pay_open_claim since 1.4.
+ * for pay_open_claim since 1.4.  When opened_row is not NULL, a new row
+ * is read back into it as written (PayLedgerInsertRead).
  * Call it inside SPI; the bizNo is in the caller's memory.
  */
 static Datum
 OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amount,
-		  PayApi api, PayStatus new_status, bool *opened)
+		  PayApi api, PayStatus new_status, bool *opened, LedgerRow *opened_row)
 {
 	text	   *prefix;
 	text	   *biz_id;
@@ -588,7 +589,7 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (PayLedgerFindOrder(catalog, order[0], order[1], &row))
+		if (PayLedgerFindOrder(fcinfo, catalog, order[0], order[1], &row))
 		{
 			bizno = SPI_datumTransfer(row.bizno, false, -1);
 			if (PayAmountDiffers(&row, amount))
@@ -632,7 +633,9 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 																	   VARSIZE_ANY_EXHDR(prefix),
 																	   VARDATA_ANY(biz_id),
 																	   VARSIZE_ANY_EXHDR(biz_id))));
-		inserted = PayLedgerInsert(fcinfo, catalog, bizno, new_status, amount, conflict);
+		inserted = opened_row != NULL ?
+			PayLedgerInsertRead(fcinfo, catalog, bizno, new_status, amount, conflict, opened_row) :
+			PayLedgerInsert(fcinfo, catalog, bizno, new_status, amount, conflict);
 		PayArchiveForgetChecked();
 		*opened = inserted;
 		if (inserted)
@@ -663,7 +666,7 @@ OpenPayment(FunctionCallInfo fcinfo, PayApi api)
 	bool		opened;
 
 	SPI_connect();
-	bizno = OpenOrder(fcinfo, catalog, &amount, api, PAY_INIT, &opened);
+	bizno = OpenOrder(fcinfo, catalog, &amount, api, PAY_INIT, &opened, NULL);
 	SPI_finish();
 
 	PG_RETURN_DATUM(bizno);
@@ -713,14 +716,12 @@ PayOpenClaimRow(FunctionCallInfo fcinfo, const PayCatalog *catalog, PayApi api,
 	 */
 	if (api < PAY_API_1_4)
 	{
-		*bizno = OpenOrder(fcinfo, catalog, &amount, api, PAY_INIT, &opened);
+		*bizno = OpenOrder(fcinfo, catalog, &amount, api, PAY_INIT, &opened, NULL);
 		return Claim(fcinfo, catalog, *bizno, &amount, api, row, opened);
 	}
-	*bizno = OpenOrder(fcinfo, catalog, &amount, api, decision.steps[0], &opened);
+	*bizno = OpenOrder(fcinfo, catalog, &amount, api, decision.steps[0], &opened, row);
 	if (!opened)
 		return Claim(fcinfo, catalog, *bizno, &amount, api, row, false);
-	if (!PayLedgerProbe(fcinfo, *bizno, row))
-		PayRequireRowWritten(false, *bizno);
 	return decision.action;
 }
 

@@ -9,7 +9,9 @@
  * UPDATE (and a claim's INIT -> PROCESSING, written as one), and the
  * journal trigger's row.  Every other read and write is rare
  * enough to be planned SQL always; the probe of the primary key is always
- * direct, as it only reads, and checks the privilege a SELECT would need.
+ * direct, as it only reads, and checks the privilege a SELECT would need;
+ * the probe of a business action, a new payment's first read, is direct
+ * where the direct writes are.
  *
  *-------------------------------------------------------------------------
  */
@@ -36,10 +38,18 @@ PayLedgerLock(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 	return PaySqlLock(catalog, bizno, row);
 }
 
-/* The row of business action (prefix, biz_id). */
+/*
+ * The row of business action (prefix, biz_id): through the index on
+ * (prefix, biz_id) where write_direct_policy.c allows it, else by SQL.
+ */
 bool
-PayLedgerFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, LedgerRow *row)
+PayLedgerFindOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum prefix,
+				   Datum biz_id, LedgerRow *row)
 {
+	bool		found;
+
+	if (PayDirectFindOrder(fcinfo, prefix, biz_id, row, &found))
+		return found;
 	return PaySqlFindOrder(catalog, prefix, biz_id, row);
 }
 
@@ -84,6 +94,28 @@ PayLedgerInsert(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 		PayDirectInsert(fcinfo, bizno, status, amount, &inserted))
 		return inserted;
 	return PaySqlInsert(catalog, bizno, status, amount, conflict);
+}
+
+/*
+ * PayLedgerInsert, and when the row went in, the row as a probe of its
+ * bizNo reads it, in *row: the tuple the direct insert wrote, or, after an
+ * INSERT statement (whose rules and triggers of the DBA's may have written
+ * more), the probe itself.
+ */
+bool
+PayLedgerInsertRead(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+					PayStatus status, const PaymentAmount *amount, PayInsertConflict conflict,
+					LedgerRow *row)
+{
+	bool		inserted;
+
+	if (conflict == PAY_INSERT_IF_ABSENT &&
+		PayDirectInsertRead(fcinfo, bizno, status, amount, &inserted, row))
+		return inserted;
+	inserted = PaySqlInsert(catalog, bizno, status, amount, conflict);
+	if (inserted && !PayLedgerProbe(fcinfo, bizno, row))
+		PayRequireRowWritten(false, bizno);
+	return inserted;
 }
 
 /* Insert a new refund's row, as PayLedgerInsert does a payment's. */

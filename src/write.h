@@ -28,8 +28,8 @@
 /* Reads: false when there is no such row.  Call the rest inside SPI. */
 extern bool PayLedgerProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row);
 extern bool PayLedgerLock(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
-extern bool PayLedgerFindOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,
-							   LedgerRow *row);
+extern bool PayLedgerFindOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+							   Datum prefix, Datum biz_id, LedgerRow *row);
 extern bool PayLedgerHasPrefix(const PayCatalog *catalog, Datum prefix);
 extern bool PayLedgerFindRefund(const PayCatalog *catalog, Datum parent, Datum refund_key,
 								LedgerRow *row);
@@ -41,6 +41,9 @@ extern bool PayLedgerReadParent(const PayCatalog *catalog, Datum parent, Datum *
 extern bool PayLedgerInsert(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 							PayStatus status, const PaymentAmount *amount,
 							PayInsertConflict conflict);
+extern bool PayLedgerInsertRead(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+								PayStatus status, const PaymentAmount *amount,
+								PayInsertConflict conflict, LedgerRow *row);
 extern bool PayLedgerInsertRefund(const PayCatalog *catalog, const PayRefundRow *refund,
 								  PayInsertConflict conflict);
 extern void PayLedgerSetStatus(const PayCatalog *catalog, Datum bizno, PayStatus status,

@@ -74,7 +74,9 @@
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_collation.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
@@ -108,6 +110,10 @@ typedef struct DirectWrite
 	PayDirectPolicy *policy;
 	int			search_path_level;	/* PayPinSearchPath's, or -1 */
 } DirectWrite;
+
+static bool DirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
+						 const PaymentAmount *amount, bool *inserted, LedgerRow *row);
+static void CopyLedgerRow(const PayCatalog *catalog, TupleTableSlot *slot, LedgerRow *row);
 
 /*
  * The trigger functions as fired here, one FmgrInfo per trigger, kept while
@@ -373,6 +379,14 @@ bool
 PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 				const PaymentAmount *amount, bool *inserted)
 {
+	return DirectInsert(fcinfo, bizno, status, amount, inserted, NULL);
+}
+
+/* PayDirectInsert's and PayDirectInsertRead's insert; row may be NULL. */
+static bool
+DirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
+			 const PaymentAmount *amount, bool *inserted, LedgerRow *row)
+{
 	DirectWrite write;
 	HeapTuple	tuple;
 	TupleTableSlot *slot;
@@ -434,6 +448,8 @@ PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 		if (*inserted)
 			FireRowTriggers(&write, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_INSERT, NULL,
 							ExecFetchSlotHeapTuple(slot, true, NULL), NULL);
+		if (*inserted && row != NULL)
+			CopyLedgerRow(write.catalog, slot, row);
 	}
 	EndDirectWrite(&write);
 	return true;
@@ -782,4 +798,195 @@ PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 	PayCloseIndices(result_rel);
 	ExecResetTupleTable(estate->es_tupleTable, false);
 	FreeExecutorState(estate);
+}
+
+/*
+ * Copy the columns a LedgerRow holds out of the ledger row in slot, into
+ * the current memory context.
+ */
+static void
+CopyLedgerRow(const PayCatalog *catalog, TupleTableSlot *slot, LedgerRow *row)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+	bool		isnull;
+
+	row->bizno = datumCopy(slot_getattr(slot, col[LEDGER_BIZNO], &isnull), false, -1);
+	row->status = PayStatusFromLabel(catalog,
+									 DatumGetObjectId(slot_getattr(slot, col[LEDGER_STATUS],
+																   &isnull)));
+	row->amount = slot_getattr(slot, col[LEDGER_AMOUNT], &row->amount_null);
+	if (!row->amount_null)
+		row->amount = datumCopy(row->amount, false, -1);
+	row->currency = slot_getattr(slot, col[LEDGER_CURRENCY], &row->currency_null);
+	if (!row->currency_null)
+		row->currency = datumCopy(row->currency, false, -1);
+	row->attempt = DatumGetInt32(slot_getattr(slot, col[LEDGER_ATTEMPT], &isnull));
+	row->channel_ref = slot_getattr(slot, col[LEDGER_CHANNEL_REF], &row->channel_ref_null);
+	if (!row->channel_ref_null)
+		row->channel_ref = datumCopy(row->channel_ref, false, -1);
+	row->response_null = true;
+	if (col[LEDGER_RESPONSE] != InvalidAttrNumber)
+		row->response = slot_getattr(slot, col[LEDGER_RESPONSE], &row->response_null);
+	if (!row->response_null)
+		row->response = datumCopy(row->response, false, -1);
+}
+
+/*
+ * PayDirectInsert, and when the row went in, the row as written (after the
+ * BEFORE triggers: what a probe of its bizNo would read next, since the
+ * ledger's own AFTER trigger, the only one a direct write fires, does not
+ * change it) in *row.
+ */
+bool
+PayDirectInsertRead(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
+					const PaymentAmount *amount, bool *inserted, LedgerRow *row)
+{
+	return DirectInsert(fcinfo, bizno, status, amount, inserted, row);
+}
+
+/* Whether index clause qual is implied by prefix = $1 AND biz_id = $2. */
+static bool
+ImpliedByOrderEquality(const PayCatalog *catalog, Node *qual)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+	NullTest   *test = (NullTest *) qual;
+	Var		   *var;
+
+	if (!IsA(qual, NullTest) || test->nulltesttype != IS_NOT_NULL || test->argisrow ||
+		!IsA(test->arg, Var))
+		return false;
+	var = (Var *) test->arg;
+	return var->varattno == col[LEDGER_PREFIX] || var->varattno == col[LEDGER_BIZ_ID];
+}
+
+/*
+ * Whether index of ledger answers "prefix = $1 AND biz_id = $2" with the
+ * rows the statement selects, as the planner would use it: a valid unique
+ * btree on exactly (prefix, biz_id), of text's default operator family,
+ * each key in its column's collation (the collation the WHERE clause
+ * compares in), no expression, a predicate the clause implies (the
+ * ledger's own: biz_id IS NOT NULL).
+ */
+static bool
+AnswersOrderEquality(const PayCatalog *catalog, Relation ledger, Relation index)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+	Form_pg_index form = index->rd_index;
+	TupleDesc	tupdesc = RelationGetDescr(ledger);
+	List	   *predicate;
+	ListCell   *lc;
+
+	if (index->rd_rel->relam != BTREE_AM_OID || !form->indisvalid || !form->indisunique ||
+		form->indnkeyatts != 2 ||
+		form->indkey.values[0] != col[LEDGER_PREFIX] ||
+		form->indkey.values[1] != col[LEDGER_BIZ_ID] ||
+		RelationGetIndexExpressions(index) != NIL)
+		return false;
+	for (int k = 0; k < 2; k++)
+		if (index->rd_opfamily[k] != TEXT_BTREE_FAM_OID ||
+			index->rd_indcollation[k] !=
+			TupleDescAttr(tupdesc, form->indkey.values[k] - 1)->attcollation)
+			return false;
+	predicate = RelationGetIndexPredicate(index);
+	foreach(lc, predicate)
+		if (!ImpliedByOrderEquality(catalog, lfirst(lc)))
+			return false;
+	return true;
+}
+
+/*
+ * The ledger's index of business actions (AnswersOrderEquality), found
+ * once per catalog generation (an index created or dropped is an
+ * invalidation of the ledger); InvalidOid when it has none.
+ */
+static Oid
+OrderIndex(const PayCatalog *catalog, Relation ledger)
+{
+	static Oid	order_index = InvalidOid;
+	static uint64 order_index_generation = 0;
+	List	   *indexes;
+	ListCell   *lc;
+
+	if (order_index_generation == catalog->generation)
+		return order_index;
+	order_index = InvalidOid;
+	indexes = RelationGetIndexList(ledger);
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
+		bool		answers = AnswersOrderEquality(catalog, ledger, index);
+
+		index_close(index, NoLock);
+		if (answers)
+		{
+			order_index = lfirst_oid(lc);
+			break;
+		}
+	}
+	list_free(indexes);
+	order_index_generation = catalog->generation;
+	return order_index;
+}
+
+/*
+ * The row of business action (prefix, biz_id), as
+ *
+ *		SELECT status, amount, currency, attempt, bizno FROM pay_ledger
+ *		WHERE prefix = $1 AND biz_id = $2
+ *
+ * reads it through the unique index on (prefix, biz_id): under a new
+ * statement's snapshot, the predicate locks of SERIALIZABLE taken by the
+ * access methods, the ledger and the index locked to the transaction's end
+ * as the executor locks them; *found is false when there is no such row.
+ * Returns false, having read nothing, when the read must be the statement
+ * (PayDirectLedgerReadAllowed; or no index answers it, where the planner
+ * would choose another plan).
+ */
+bool
+PayDirectFindOrder(FunctionCallInfo fcinfo, Datum prefix, Datum biz_id, LedgerRow *row,
+				   bool *found)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	Relation	ledger;
+	Relation	index;
+	Oid			index_oid;
+	TupleTableSlot *slot;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	ScanKeyData keys[2];
+
+	if (!PayDirectLedgerReadAllowed(PayDirectPolicyGet(fcinfo), catalog, NULL))
+		return false;
+	ledger = table_open(catalog->ledger, AccessShareLock);
+	/* the ledger, its indexes and the verdict as they are now it is locked */
+	catalog = PayCatalogGetTables(fcinfo);
+	if (!PayDirectLedgerReadAllowed(PayDirectPolicyGet(fcinfo), catalog, ledger) ||
+		!OidIsValid(index_oid = OrderIndex(catalog, ledger)))
+	{
+		table_close(ledger, NoLock);
+		return false;
+	}
+	index = index_open(index_oid, AccessShareLock);
+	slot = table_slot_create(ledger, NULL);
+
+	/* see this transaction's own earlier writes, as a statement would */
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[0], F_TEXTEQ, prefix);
+	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[1], F_TEXTEQ, biz_id);
+	scan = PayIndexBeginScan(ledger, index, snapshot, 2, 0);
+	index_rescan(scan, keys, 2, NULL, 0);
+	*found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (*found)
+		CopyLedgerRow(catalog, slot, row);
+	index_endscan(scan);
+
+	UnregisterSnapshot(snapshot);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(ledger, NoLock);
+	return true;
 }

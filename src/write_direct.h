@@ -20,6 +20,10 @@
 extern bool PayDirectProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row);
 extern bool PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 							const PaymentAmount *amount, bool *inserted);
+extern bool PayDirectInsertRead(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
+								const PaymentAmount *amount, bool *inserted, LedgerRow *row);
+extern bool PayDirectFindOrder(FunctionCallInfo fcinfo, Datum prefix, Datum biz_id,
+							   LedgerRow *row, bool *found);
 extern bool PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle,
 							bool *settled);
 extern void PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,

@@ -558,3 +558,25 @@ PayDirectJournalAppendAllowed(const PayCatalog *current, Relation journal)
 	/* another module that checks the executor's permissions sees the INSERT */
 	return journal_append_direct && ExecutorCheckPerms_hook == NULL;
 }
+
+/*
+ * Whether the API may read the ledger through its indexes instead of a
+ * SELECT (PayDirectFindOrder): where the tables' verdict lets writes go
+ * direct (no row security, no inheritance child or partition, whose rows
+ * a SELECT of the ledger would read), no module watches the executor's
+ * permission checks, and the owner may SELECT the ledger, as the statement
+ * needs (column privileges alone leave the statement to judge them).
+ * Asked before the ledger is locked (locked NULL) and again with it
+ * locked, as PayDirectLedgerWriteAllowed is.
+ */
+bool
+PayDirectLedgerReadAllowed(const PayDirectPolicy *decided, const PayCatalog *current,
+						   Relation locked)
+{
+	if (decided->ledger_kind == PAY_EXPRESSION_FOREIGN || ExecutorCheckPerms_hook != NULL)
+		return false;
+	if (locked == NULL)
+		return true;
+	return RelationGetRelid(locked) == current->ledger &&
+		pg_class_aclcheck(current->ledger, GetUserId(), ACL_SELECT) == ACLCHECK_OK;
+}

@@ -60,6 +60,8 @@ typedef struct PayDirectPolicy
 extern PayDirectPolicy *PayDirectPolicyGet(FunctionCallInfo fcinfo);
 extern bool PayDirectLedgerWriteAllowed(const PayDirectPolicy *policy, const PayCatalog *catalog,
 										CmdType operation, Relation locked);
+extern bool PayDirectLedgerReadAllowed(const PayDirectPolicy *decided, const PayCatalog *current,
+									   Relation locked);
 extern bool PayDirectJournalAppendAllowed(const PayCatalog *current, Relation journal);
 
 #endif							/* PAY_WRITE_DIRECT_POLICY_H */
