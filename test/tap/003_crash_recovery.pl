@@ -10,6 +10,7 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time sleep);
 
 my $workers = 4;
 my $payments_per_worker = 20_000;    # far more than fit before the crash
@@ -160,6 +161,11 @@ my $victim = $node->safe_psql('postgres',
 	  WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() LIMIT 1});
 ok(kill('KILL', $victim), 'a backend is killed with SIGKILL');
 ok(finish_load(@runs) > 0, 'the load was cut off by the crash');
+# pg_isready until the server is back, not poll_query_until alone: its
+# psql reads the query from a pipe, and one that finds the server still
+# recovering exits unread, which dies of a broken pipe
+my $recovery_deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+sleep 0.1 until system('pg_isready', '-q', '-d', $node->connstr('postgres')) == 0 or time > $recovery_deadline;
 $node->poll_query_until('postgres', 'SELECT true') or die 'no recovery';
 check_after_recovery('kill', 'SIGKILL', @runs);
 

@@ -13,7 +13,7 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time);
+use Time::HiRes qw(time sleep);
 
 my $payments = $ENV{STATS_PAYMENTS} // 1_000_000;
 my $loaders = 2;
@@ -184,6 +184,11 @@ my $victim = $node->safe_psql('postgres',
 kill 'KILL', $victim;
 $work->{harness}->finish;    # its clients lose their connections
 eval { $open_session->finish };
+# pg_isready until the server is back, not poll_query_until alone: its
+# psql reads the query from a pipe, and one that finds the server still
+# recovering exits unread, which dies of a broken pipe
+my $recovery_deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+sleep 0.1 until system('pg_isready', '-q', '-d', $node->connstr('postgres')) == 0 or time > $recovery_deadline;
 $node->poll_query_until('postgres', 'SELECT true') or die 'the server did not come back';
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pay_ledger WHERE bizno LIKE 'OPEN-%'}),
 	0, "the open transaction's claims were lost with the crash");
