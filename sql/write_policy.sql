@@ -98,7 +98,7 @@ WHERE i.inhparent IN ('pay_ledger_archive'::regclass, 'pay_journal_archive'::reg
 UPDATE wp_targets SET row_order = 'length(hashes) DESC' WHERE kind = 'pay_archive_keys';
 UPDATE wp_targets SET row_filter = $$month = '2024-11-01'$$ WHERE kind = 'pay_archive_months';
 UPDATE wp_targets SET row_filter = $$from_status = 'PROCESSING' AND to_status = 'SUCCESS' AND NOT refund
-                                     AND second_charge IS NULL$$
+                                     AND second_charge IS NULL AND kind IS NULL$$
 WHERE kind IN ('pay_stats_counts', 'pay_archive_counts');
 INSERT INTO wp_targets
 SELECT 'pay_ledger', format('pay_ledger %s row', s), format('bizno = %L', 'WP-' || s), NULL
