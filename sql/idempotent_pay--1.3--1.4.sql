@@ -1520,8 +1520,8 @@ COMMENT ON FUNCTION @extschema@.pay_stats_refresh(bigint) IS
 'Fold the journal rows written since the last fold into pay_stats'' counts (the first time, count the ledger and the journal); false when it folded nothing';
 
 -- pay_stats gains columns: the view and its function are made again, and
--- the roles that could read the view or call the function are noted and
--- granted them again.
+-- the roles that could read the view or call the function are noted, to be
+-- granted them again (below, with the card flow's figures).
 CREATE TEMPORARY TABLE pay_stats_readers ON COMMIT DROP AS
     SELECT a.grantee::pg_catalog.regrole AS grantee, 'view' AS granted
     FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
@@ -1713,22 +1713,6 @@ CREATE VIEW @extschema@.pay_stats AS
 COMMENT ON VIEW @extschema@.pay_stats IS
 'Per status: payments (refunds included); PROCESSING: stuck ones and the oldest one''s start; INIT: resets ever; SUCCESS and PROCESSING: the duplicate answers pay_begin gave since stats_reset; refunds: how many of the payments are refunds; SUCCESS: second charges ever and those no statement confirmed; authorizations, captures (final ones included), voids, increments: how many of the payments are rows of the card flow of each kind';
 
-DO $$
-DECLARE
-    noted record;
-BEGIN
-    FOR noted IN SELECT r.grantee, r.granted FROM pg_temp.pay_stats_readers AS r LOOP
-        IF noted.granted OPERATOR(pg_catalog.=) 'view' THEN
-            EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.pay_stats TO %s', noted.grantee);
-        ELSE
-            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_stats_read() TO %s', noted.grantee);
-        END IF;
-    END LOOP;
-END
-$$;
-
-DROP TABLE pg_temp.pay_stats_readers;
-
 -- The card flow's money, per currency, from the same counts: what holds
 -- placed (authorizations and increments entering SUCCESS) and what captures
 -- took (captures and final captures entering SUCCESS), ever, the archive's
@@ -1818,6 +1802,29 @@ CREATE VIEW @extschema@.pay_stats_amounts AS
 
 COMMENT ON VIEW @extschema@.pay_stats_amounts IS
 'Per currency, ever (the archive''s included): authorized, the amounts of the authorizations and increments that succeeded; captured, of the captures that succeeded; from the maintained counts';
+
+-- The roles that could read pay_stats read it again, and what 1.4 counts
+-- beside it: the card flow's figures come from the same counts (an
+-- operator's role, and a monitoring role made as doc/monitoring.md made it,
+-- which 1.4's queries file reads them with).
+DO $$
+DECLARE
+    noted record;
+BEGIN
+    FOR noted IN SELECT r.grantee, r.granted FROM pg_temp.pay_stats_readers AS r LOOP
+        IF noted.granted OPERATOR(pg_catalog.=) 'view' THEN
+            EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.pay_stats, @extschema@.pay_stats_amounts TO %s',
+                                      noted.grantee);
+        ELSE
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_stats_read(), '
+                                      '@extschema@.pay_stats_amounts_read(), @extschema@.pay_stats_holds() TO %s',
+                                      noted.grantee);
+        END IF;
+    END LOOP;
+END
+$$;
+
+DROP TABLE pg_temp.pay_stats_readers;
 
 -- pay_archive counts the rows it moves by the card flow's kind too, which
 -- it reads from the ledger (the archive does not keep it).
@@ -2040,10 +2047,10 @@ COMMENT ON FUNCTION @extschema@.pay_archive(timestamptz, integer) IS
 -- a role 1.3's pay_grant gave pay_open_claim gets what 1.4's pay_grant adds
 -- (the batches, the card flow's openers and balance), a role 1.3's
 -- pay_grant_operator gave pay_reconcile what 1.4's pay_grant_operator adds
--- (the card flow's balance, and its figures: the view pay_stats_amounts, new
--- as its function and pay_stats_holds).  The functions alone: granting again all that
--- pay_grant_operator grants would give the views it grants SELECT on
--- initial privileges a fresh installation has not.
+-- (the card flow's balance; its figures went with pay_stats, above).  The
+-- functions alone: granting again all that pay_grant_operator grants would
+-- give the views it grants SELECT on initial privileges a fresh
+-- installation has not.
 DO $$
 DECLARE
     grantee record;
@@ -2076,9 +2083,7 @@ BEGIN
         END IF;
         IF grantee.operator THEN
             EXECUTE pg_catalog.format(
-                'GRANT EXECUTE ON FUNCTION @extschema@.pay_authorization_balance(text), '
-                '@extschema@.pay_stats_amounts_read(), @extschema@.pay_stats_holds() TO %s', grantee.role);
-            EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.pay_stats_amounts TO %s', grantee.role);
+                'GRANT EXECUTE ON FUNCTION @extschema@.pay_authorization_balance(text) TO %s', grantee.role);
         END IF;
     END LOOP;
 END

@@ -360,6 +360,10 @@ TRUNCATE pay_ledger_archive_2023_06;
 ROLLBACK;
 CREATE ROLE regress_upgrade_ops;
 SELECT pay_grant('regress_upgrade_app'), pay_grant_operator('regress_upgrade_ops');
+-- and a monitoring role as 1.3's doc/monitoring.md made it
+CREATE ROLE regress_upgrade_monitor;
+GRANT SELECT ON pay_stats, pay_stats_transitions TO regress_upgrade_monitor;
+GRANT EXECUTE ON FUNCTION pay_stats_read(), pay_stats_transitions_read() TO regress_upgrade_monitor;
 SELECT counted_from AS counted_from_1_3 FROM pay_stats_state \gset
 ALTER EXTENSION idempotent_pay UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
@@ -370,10 +374,12 @@ SELECT counted_from = :counted_from_1_3 AS counts_kept,
 FROM pay_stats_state;
 -- the roles 1.3 granted hold 1.4's new functions: the application the
 -- batches and the card flow's calls, the operator the card flow's balance
--- and figures, and both what they read of pay_stats, made again
+-- and figures, and the operator and the monitoring role what they read of
+-- pay_stats, made again, with the card flow's figures
 SELECT f AS function,
        has_function_privilege('regress_upgrade_app', f, 'EXECUTE') AS application,
-       has_function_privilege('regress_upgrade_ops', f, 'EXECUTE') AS operator
+       has_function_privilege('regress_upgrade_ops', f, 'EXECUTE') AS operator,
+       has_function_privilege('regress_upgrade_monitor', f, 'EXECUTE') AS monitor
 FROM unnest(ARRAY['pay_open_claim_many(text, text[], numeric[], text)',
                   'pay_settle_many(text[], bigint[], pay_status[], text[], text[])',
                   'pay_open_authorization(text, text, numeric, text, interval)',
@@ -383,7 +389,8 @@ FROM unnest(ARRAY['pay_open_claim_many(text, text[], numeric[], text)',
                   'pay_authorization_balance(text)',
                   'pay_stats_read()', 'pay_stats_amounts_read()', 'pay_stats_holds()']) AS f ORDER BY 1;
 SELECT v AS view, has_table_privilege('regress_upgrade_app', v, 'SELECT') AS application,
-       has_table_privilege('regress_upgrade_ops', v, 'SELECT') AS operator
+       has_table_privilege('regress_upgrade_ops', v, 'SELECT') AS operator,
+       has_table_privilege('regress_upgrade_monitor', v, 'SELECT') AS monitor
 FROM unnest(ARRAY['pay_stats', 'pay_stats_amounts']) AS v ORDER BY 1;
 SELECT bizno, status, attempt, amount, currency, channel_ref FROM pay_ledger WHERE bizno LIKE 'UP-%' ORDER BY bizno;
 SELECT (pay_claim('UP-9')).action AS replayed;
@@ -411,6 +418,8 @@ SELECT * FROM pay_verify();
 DROP OWNED BY regress_upgrade_app;
 DROP OWNED BY regress_upgrade_ops;
 DROP ROLE regress_upgrade_ops;
+DROP OWNED BY regress_upgrade_monitor;
+DROP ROLE regress_upgrade_monitor;
 :describe_extension \gset from_1_3_
 
 -- A fresh install runs the complete script, not 1.0 and the updates: its
