@@ -185,14 +185,17 @@ BEGIN
         '@extschema@.pay_refund_open(text, text, numeric, text), '
         '@extschema@.pay_refund_balance(text) '
         'TO %s', role);
-    -- the card flow: what an authorization holds
+    -- the card flow: what an authorization holds, and the figures of them all
     EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_authorization_balance(text) TO %s', role);
+    EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.pay_stats_amounts TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION @extschema@.pay_stats_amounts_read(), @extschema@.pay_stats_holds() TO %s', role);
 END
 $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
-'Give a finance or operations role what repairing, reconciling, archiving and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_second_charges, pay_archive, pay_archive_verify, pay_stats, pay_stats_transitions, pay_stats_refresh, pay_verify, pay_guards, and what reconciling settles and refunds with';
+'Give a finance or operations role what repairing, reconciling, archiving and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_second_charges, pay_archive, pay_archive_verify, pay_stats, pay_stats_transitions, pay_stats_amounts, pay_stats_holds, pay_stats_refresh, pay_verify, pay_guards, and what reconciling settles and refunds with';
 
 -- A payment the reconciler settles as SUCCESS stores the response a retry
 -- replays: the statement's, or the bank's row.
@@ -903,6 +906,47 @@ AS $$
     JOIN @extschema@.pay_stats AS s ON s.status OPERATOR(pg_catalog.=) f.status
     WHERE s.payments OPERATOR(pg_catalog.<>) f.payments OR s.refunds OPERATOR(pg_catalog.<>) f.refunds
     UNION ALL
+    SELECT NULL, pg_catalog.format('pay_stats counts %s authorizations, %s captures, %s voids and %s increments %s, '
+                                   'the ledger holds %s, %s, %s and %s',
+                                   s.authorizations, s.captures, s.voids, s.increments, s.status,
+                                   f.authorizations, f.captures, f.voids, f.increments)
+    FROM (SELECT t.status,
+                 pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION') AS authorizations,
+                 pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}'))
+                     AS captures,
+                 pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'VOID') AS voids,
+                 pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'INCREMENT') AS increments
+          FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS t(status)
+          LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) t.status
+          GROUP BY t.status) AS f
+    JOIN @extschema@.pay_stats AS s ON s.status OPERATOR(pg_catalog.=) f.status
+    WHERE (s.authorizations, s.captures, s.voids, s.increments)
+          IS DISTINCT FROM (f.authorizations, f.captures, f.voids, f.increments)
+    UNION ALL
+    SELECT NULL, pg_catalog.format('pay_stats_amounts counts %s authorized and %s captured in %s, '
+                                   'the journal and the archive %s and %s',
+                                   COALESCE(s.authorized, 0), COALESCE(s.captured, 0), COALESCE(s.currency, f.currency),
+                                   COALESCE(f.authorized, 0), COALESCE(f.captured, 0))
+    FROM @extschema@.pay_stats_amounts AS s
+    FULL JOIN (SELECT c.currency,
+                      COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{AUTHORIZATION,INCREMENT}')), 0)
+                          AS authorized,
+                      COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')), 0)
+                          AS captured
+               FROM (SELECT j.from_status, j.to_status, l.kind, j.currency, j.amount
+                     FROM @extschema@.pay_journal AS j
+                     JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) j.bizno
+                     WHERE l.kind IS NOT NULL
+                     UNION ALL
+                     SELECT a.from_status, a.to_status, a.kind, a.currency, a.amount
+                     FROM @extschema@.pay_archive_counts AS a
+                     WHERE a.kind IS NOT NULL) AS c
+               WHERE c.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                 AND c.from_status IS DISTINCT FROM 'SUCCESS'::@extschema@.pay_status
+               GROUP BY 1) AS f
+      ON f.currency OPERATOR(pg_catalog.=) s.currency
+    WHERE (s.authorized, s.captured) IS DISTINCT FROM (f.authorized, f.captured)
+    UNION ALL
     SELECT NULL, pg_catalog.format('pay_stats_transitions counts %s transitions from %s to %s, the journal and the archive %s',
                                    COALESCE(s.transitions, 0),
                                    COALESCE(COALESCE(s.from_status, j.from_status)::text, 'nothing'),
@@ -1150,15 +1194,863 @@ REVOKE ALL ON FUNCTION
 FROM PUBLIC;
 
 
+/* pay_stats knows the card flow: counts by kind, the amounts held and
+   captured, the holds --------------------------------------------------- */
+
+-- The counts gain the card flow's kind of the rows they count, and for the
+-- card flow's journal rows their currency and the sum of their amounts.
+-- Every row a 1.3 installation counted is a payment or a refund (1.3 has no
+-- card flow), of no kind: the counts kept so far stay exact with kind,
+-- currency and amount NULL, and no row needs counting again.
+ALTER TABLE @extschema@.pay_stats_counts ADD COLUMN kind text, ADD COLUMN currency text, ADD COLUMN amount numeric;
+ALTER TABLE @extschema@.pay_stats_counts DROP CONSTRAINT pay_stats_counts_key,
+    ADD CONSTRAINT pay_stats_counts_key UNIQUE NULLS NOT DISTINCT (from_status, to_status, refund, second_charge,
+                                                                   kind, currency),
+    ADD CONSTRAINT pay_stats_counts_kind
+        CHECK (kind IN ('AUTHORIZATION', 'CAPTURE', 'FINAL_CAPTURE', 'VOID', 'INCREMENT'));
+COMMENT ON COLUMN @extschema@.pay_stats_counts.kind IS
+'The card flow''s kind of the rows counted (since 1.4); NULL for payments and refunds';
+COMMENT ON COLUMN @extschema@.pay_stats_counts.currency IS
+'For journal rows of the card flow (since 1.4): their currency, whose amounts amount sums; NULL otherwise';
+COMMENT ON COLUMN @extschema@.pay_stats_counts.amount IS
+'For journal rows of the card flow (since 1.4): the sum of their amounts; NULL otherwise';
+
+ALTER TABLE @extschema@.pay_archive_counts ADD COLUMN kind text, ADD COLUMN currency text, ADD COLUMN amount numeric;
+ALTER TABLE @extschema@.pay_archive_counts DROP CONSTRAINT pay_archive_counts_key,
+    ADD CONSTRAINT pay_archive_counts_key UNIQUE NULLS NOT DISTINCT (from_status, to_status, refund, second_charge,
+                                                                     kind, currency),
+    ADD CONSTRAINT pay_archive_counts_kind
+        CHECK (kind IN ('AUTHORIZATION', 'CAPTURE', 'FINAL_CAPTURE', 'VOID', 'INCREMENT'));
+COMMENT ON COLUMN @extschema@.pay_archive_counts.kind IS
+'The card flow''s kind of the rows counted (since 1.4); NULL for payments and refunds';
+COMMENT ON COLUMN @extschema@.pay_archive_counts.currency IS
+'For journal rows of the card flow (since 1.4): their currency, whose amounts amount sums; NULL otherwise';
+COMMENT ON COLUMN @extschema@.pay_archive_counts.amount IS
+'For journal rows of the card flow (since 1.4): the sum of their amounts; NULL otherwise';
+
+ALTER TABLE @extschema@.pay_stats_deletions ADD COLUMN kind text;
+COMMENT ON COLUMN @extschema@.pay_stats_deletions.kind IS
+'The card flow''s kind of the deleted row (since 1.4); NULL for a payment or refund';
+
+-- The authorizations, by when their hold expires: what pay_stats_holds
+-- reads instead of the whole ledger.  Payments have no entry, and their
+-- updates, which change neither column, stay HOT.  A 1.3 ledger has no
+-- authorization: the index is built empty, in one read of the ledger.
+CREATE INDEX pay_ledger_authorization_expires_at ON @extschema@.pay_ledger (expires_at)
+    WHERE kind = 'AUTHORIZATION';
+
+-- Another result: dropped and made again (pay_stats_refresh and
+-- pay_stats_read call it by name).
+DROP FUNCTION @extschema@.pay_stats_unfolded(bigint, pg_snapshot);
+
+-- The journal rows and deletions no count includes yet: those not visible in
+-- the snapshot counted, numbered from counted_from on.  A refund and the card
+-- flow's kind of a row are known by its ledger row (a join: looked up row by
+-- row for a few rows, hashed for the first fold's whole journal), or by its
+-- deletion when the row is gone; a row of the card flow brings its currency
+-- and amount, which the counts sum.  Without a
+-- search_path of its own (every name in it is qualified) the planner inlines
+-- it, and so sees counted_from's value; bounded above too (no row visible
+-- has a number the sequence has not handed out), the range reads as narrow
+-- even before the journal was analyzed, and is read through the primary key.
+CREATE FUNCTION @extschema@.pay_stats_unfolded(counted_from bigint, counted pg_snapshot,
+    OUT seq bigint, OUT bizno text, OUT from_status @extschema@.pay_status,
+    OUT to_status @extschema@.pay_status, OUT refund boolean, OUT second_charge text,
+    OUT at timestamptz, OUT kind text, OUT currency text, OUT amount numeric)
+RETURNS SETOF record
+AS $$
+    WITH journal AS (
+        SELECT j.seq, j.bizno, j.from_status, j.to_status, j.channel_ref, j.second_charge, j.at,
+               j.currency, j.amount
+        FROM @extschema@.pay_journal AS j
+        WHERE j.seq OPERATOR(pg_catalog.>=) $1
+          AND j.seq OPERATOR(pg_catalog.<=) (SELECT s.last_value FROM @extschema@.pay_journal_seq_seq AS s)
+          AND NOT pg_catalog.pg_visible_in_snapshot(j.txid, $2)),
+    deletions AS (
+        SELECT d.seq, d.bizno, d.status, d.refund, d.kind
+        FROM @extschema@.pay_stats_deletions AS d
+        WHERE d.seq OPERATOR(pg_catalog.>=) $1
+          AND d.seq OPERATOR(pg_catalog.<=) (SELECT s.last_value FROM @extschema@.pay_journal_seq_seq AS s)
+          AND NOT pg_catalog.pg_visible_in_snapshot(d.txid, $2))
+    SELECT j.seq, j.bizno, j.from_status, j.to_status,
+           CASE WHEN l.bizno IS NOT NULL THEN l.parent IS NOT NULL
+                ELSE COALESCE((SELECT pg_catalog.bool_or(d.refund) FROM deletions AS d
+                               WHERE d.bizno OPERATOR(pg_catalog.=) j.bizno), false)
+           END,
+           CASE WHEN j.second_charge IS NOT NULL
+                THEN @extschema@.pay_stats_second_charge(j.bizno, j.second_charge, j.channel_ref, j.seq, $1, $2)
+           END,
+           j.at, k.kind,
+           CASE WHEN k.kind IS NOT NULL THEN j.currency END,
+           CASE WHEN k.kind IS NOT NULL THEN j.amount END
+    FROM journal AS j
+    LEFT JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) j.bizno
+    CROSS JOIN LATERAL (SELECT CASE WHEN l.bizno IS NOT NULL THEN l.kind
+                                    ELSE (SELECT pg_catalog.max(d.kind) FROM deletions AS d
+                                          WHERE d.bizno OPERATOR(pg_catalog.=) j.bizno)
+                               END AS kind) AS k
+    UNION ALL
+    SELECT d.seq, d.bizno, d.status, NULL, d.refund, NULL, NULL, d.kind, NULL, NULL
+    FROM deletions AS d
+$$
+LANGUAGE sql STABLE;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_unfolded(bigint, pg_snapshot) IS
+'The journal rows and deletions pay_stats_counts does not include yet, given pay_stats_state''s counted_from and counted';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_stats_unfolded(bigint, pg_snapshot) FROM PUBLIC;
+
+-- Fold the journal rows written since the last fold into pay_stats_counts;
+-- the first fold counts the ledger and the whole journal.  pay_stats calls
+-- it when at least 250 journal rows may be unfolded; a pg_cron job can
+-- call it too.  It folds nothing, and answers false, in a read-only or a
+-- REPEATABLE READ transaction (the fold needs a snapshot newer than its look
+-- at the running transactions, which only READ COMMITTED takes), while
+-- another session folds, when fewer than min_rows rows may be unfolded, or
+-- in a transaction that wrote already.
+CREATE OR REPLACE FUNCTION @extschema@.pay_stats_refresh(min_rows bigint DEFAULT 0)
+RETURNS boolean
+AS $$
+DECLARE
+    state @extschema@.pay_stats_state;
+    last_seq bigint;
+    new_counted_from bigint;
+    new_next_from bigint;
+    new_next_from_after text[];
+    renumber_from timestamptz;
+BEGIN
+    IF pg_catalog.current_setting('transaction_read_only')::boolean
+       OR pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
+        RETURN false;
+    END IF;
+    -- A transaction that wrote already may have written journal rows: a fold
+    -- would count them, in a snapshot that does not show its own
+    -- transaction, and every reader would count them again.
+    IF pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RETURN false;
+    END IF;
+    IF @extschema@.pay_stats_subscribed() THEN
+        RETURN false;
+    END IF;
+    BEGIN
+        SELECT * INTO state FROM @extschema@.pay_stats_state FOR UPDATE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN false;
+    END;
+    -- Counts another server kept (replicated to a subscriber since taken
+    -- into service, or in a data directory pg_upgrade made) are in its
+    -- transactions' terms: count again.
+    IF state IS NOT NULL AND NOT @extschema@.pay_stats_counts_usable(state.system_identifier) THEN
+        DELETE FROM @extschema@.pay_stats_state;
+        state := NULL;
+    END IF;
+
+    -- The highest number the journal's sequence handed out, then the
+    -- transactions running: each row numbered up to it was written by one of
+    -- them or by a transaction that has ended.
+    SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value OPERATOR(pg_catalog.-) 1 END
+    INTO last_seq FROM @extschema@.pay_journal_seq_seq AS s;
+
+    IF state IS NULL THEN
+        -- The first fold: while the deletions wait, count the ledger and the
+        -- whole journal in one snapshot.
+        BEGIN
+            LOCK TABLE @extschema@.pay_stats_state, @extschema@.pay_stats_counts,
+                @extschema@.pay_stats_deletions, @extschema@.pay_stats_processing
+                IN EXCLUSIVE MODE NOWAIT;
+        EXCEPTION WHEN lock_not_available THEN
+            RETURN false;
+        END;
+        IF EXISTS (SELECT FROM @extschema@.pay_stats_state) THEN
+            RETURN false;
+        END IF;
+        new_next_from := last_seq OPERATOR(pg_catalog.+) 1;
+        new_next_from_after := @extschema@.pay_stats_running_transactions();
+        new_counted_from := CASE WHEN @extschema@.pay_stats_transactions_ended(new_next_from_after)
+                                 THEN new_next_from ELSE 0 END;
+        DELETE FROM @extschema@.pay_stats_counts;
+        DELETE FROM @extschema@.pay_stats_deletions;
+        DELETE FROM @extschema@.pay_stats_processing;
+        WITH unfolded AS MATERIALIZED (
+            SELECT * FROM @extschema@.pay_stats_unfolded(0, '1:1:'::pg_snapshot)),
+        folded AS (
+            SELECT f.from_status, f.to_status, f.refund, f.second_charge, f.kind, f.currency,
+                   pg_catalog.sum(f.n)::bigint AS n, pg_catalog.sum(f.amount) AS amount
+            FROM (SELECT u.from_status, u.to_status, u.refund, u.second_charge, u.kind, u.currency,
+                         1 AS n, u.amount
+                  FROM unfolded AS u
+                  UNION ALL
+                  -- and the rows the archive took from the journal
+                  SELECT a.from_status, a.to_status, a.refund, a.second_charge, a.kind, a.currency,
+                         a.n, a.amount
+                  FROM @extschema@.pay_archive_counts AS a) AS f
+            GROUP BY 1, 2, 3, 4, 5, 6),
+        journal_balance AS (
+            SELECT b.status, b.refund, b.kind, pg_catalog.sum(b.n) AS n
+            FROM (SELECT f.to_status AS status, f.refund, f.kind, f.n FROM folded AS f
+                  UNION ALL
+                  SELECT f.from_status, f.refund, f.kind, OPERATOR(pg_catalog.-) f.n FROM folded AS f
+                  WHERE f.from_status IS NOT NULL) AS b
+            GROUP BY 1, 2, 3),
+        ledger_balance AS (
+            SELECT l.status, l.parent IS NOT NULL AS refund, l.kind, pg_catalog.count(*) AS n
+            FROM @extschema@.pay_ledger AS l
+            GROUP BY 1, 2, 3),
+        counts AS (
+            INSERT INTO @extschema@.pay_stats_counts (from_status, to_status, refund, second_charge, n,
+                                                      kind, currency, amount)
+            SELECT f.from_status, f.to_status, f.refund, f.second_charge, f.n, f.kind, f.currency, f.amount
+            FROM folded AS f
+            UNION ALL
+            -- what the journal implies less what the ledger holds: the rows
+            -- deleted before the counts were kept
+            SELECT COALESCE(j.status, l.status), NULL, COALESCE(j.refund, l.refund), NULL,
+                   (COALESCE(j.n, 0) OPERATOR(pg_catalog.-) COALESCE(l.n, 0))::bigint,
+                   COALESCE(j.kind, l.kind), NULL, NULL
+            FROM journal_balance AS j
+            FULL JOIN ledger_balance AS l
+              ON l.status OPERATOR(pg_catalog.=) j.status AND l.refund OPERATOR(pg_catalog.=) j.refund
+             AND l.kind IS NOT DISTINCT FROM j.kind
+            WHERE COALESCE(j.n, 0) OPERATOR(pg_catalog.<>) COALESCE(l.n, 0)
+            RETURNING 1),
+        processing AS (
+            INSERT INTO @extschema@.pay_stats_processing (bizno, since, ordinal)
+            SELECT l.bizno, COALESCE(l.processing_since, l.updated_at),
+                   pg_catalog.row_number() OVER (ORDER BY COALESCE(l.processing_since, l.updated_at), l.bizno)
+            FROM @extschema@.pay_ledger AS l
+            WHERE l.status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
+            RETURNING 1)
+        INSERT INTO @extschema@.pay_stats_state (counted, counted_from, next_from, next_from_after, folded_at,
+                                                 system_identifier)
+        VALUES (@extschema@.pay_stats_counted_snapshot(), new_counted_from, new_next_from, new_next_from_after,
+                pg_catalog.clock_timestamp(),
+                (SELECT c.system_identifier FROM pg_catalog.pg_control_system() AS c));
+        RETURN true;
+    END IF;
+
+    IF last_seq OPERATOR(pg_catalog.<) (state.counted_from OPERATOR(pg_catalog.+) min_rows) THEN
+        RETURN false;
+    END IF;
+    -- Once the transactions noted at an earlier fold have ended, no row
+    -- numbered below that fold's next_from can still appear.  Those running
+    -- now are noted in turn; when none is (a quiet moment), this fold's own
+    -- snapshot already sees every row up to last_seq.
+    IF @extschema@.pay_stats_transactions_ended(state.next_from_after) THEN
+        new_next_from := last_seq OPERATOR(pg_catalog.+) 1;
+        new_next_from_after := @extschema@.pay_stats_running_transactions();
+        new_counted_from := CASE WHEN @extschema@.pay_stats_transactions_ended(new_next_from_after)
+                                 THEN new_next_from ELSE state.next_from END;
+    ELSE
+        new_counted_from := state.counted_from;
+        new_next_from := state.next_from;
+        new_next_from_after := state.next_from_after;
+    END IF;
+
+    -- One statement, one snapshot: what it folds, and the snapshot it records.
+    WITH unfolded AS MATERIALIZED (
+        SELECT * FROM @extschema@.pay_stats_unfolded(state.counted_from, state.counted)),
+    counts AS (
+        INSERT INTO @extschema@.pay_stats_counts AS c (from_status, to_status, refund, second_charge, n,
+                                                       kind, currency, amount)
+        SELECT u.from_status, u.to_status, u.refund, u.second_charge, pg_catalog.count(*),
+               u.kind, u.currency, pg_catalog.sum(u.amount)
+        FROM unfolded AS u
+        GROUP BY 1, 2, 3, 4, 6, 7
+        ON CONFLICT ON CONSTRAINT pay_stats_counts_key
+        DO UPDATE SET n = c.n OPERATOR(pg_catalog.+) excluded.n,
+                      amount = c.amount OPERATOR(pg_catalog.+) excluded.amount
+        RETURNING 1),
+    latest AS (
+        SELECT DISTINCT ON (u.bizno) u.bizno, u.to_status, u.at
+        FROM unfolded AS u
+        WHERE u.from_status IS DISTINCT FROM u.to_status AND u.to_status IS NOT NULL
+        ORDER BY u.bizno, u.seq DESC),
+    left_processing AS (
+        DELETE FROM @extschema@.pay_stats_processing AS p
+        USING latest AS l
+        WHERE p.bizno OPERATOR(pg_catalog.=) l.bizno
+          AND l.to_status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
+        RETURNING 1),
+    -- its ordinal is set below, with those of the rows after it
+    entered_processing AS (
+        INSERT INTO @extschema@.pay_stats_processing AS p (bizno, since, ordinal)
+        SELECT l.bizno, l.at, 0 FROM latest AS l
+        WHERE l.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status
+        ON CONFLICT (bizno) DO UPDATE SET since = excluded.since
+        RETURNING 1),
+    -- the earliest place in the PROCESSING set this fold changes: a row
+    -- leaves it or moves (seen here as it was), or one enters
+    changed_from AS (
+        SELECT LEAST((SELECT pg_catalog.min(p.since) FROM @extschema@.pay_stats_processing AS p
+                      JOIN latest AS l ON l.bizno OPERATOR(pg_catalog.=) p.bizno),
+                     (SELECT pg_catalog.min(l.at) FROM latest AS l
+                      WHERE l.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status)) AS since),
+    folded_deletions AS (
+        DELETE FROM @extschema@.pay_stats_deletions AS d
+        USING unfolded AS u
+        WHERE u.to_status IS NULL AND d.seq OPERATOR(pg_catalog.=) u.seq
+        RETURNING 1)
+    UPDATE @extschema@.pay_stats_state
+    SET counted = @extschema@.pay_stats_counted_snapshot(), counted_from = new_counted_from,
+        next_from = new_next_from, next_from_after = new_next_from_after,
+        folded_at = pg_catalog.clock_timestamp()
+    RETURNING (SELECT c.since FROM changed_from AS c) INTO renumber_from;
+
+    -- The rows before the first change keep their ordinals; those from it
+    -- on are numbered after them again.  Payments mostly enter and leave
+    -- PROCESSING at the end of the order, where few rows follow.
+    IF renumber_from IS NOT NULL THEN
+        UPDATE @extschema@.pay_stats_processing AS p
+        SET ordinal = r.ordinal
+        FROM (SELECT q.bizno,
+                     b.n OPERATOR(pg_catalog.+) pg_catalog.row_number() OVER (ORDER BY q.since, q.bizno) AS ordinal
+              FROM @extschema@.pay_stats_processing AS q,
+                   (SELECT COALESCE((SELECT o.ordinal FROM @extschema@.pay_stats_processing AS o
+                                     WHERE o.since OPERATOR(pg_catalog.<) renumber_from
+                                     ORDER BY o.since DESC, o.bizno DESC LIMIT 1), 0) AS n) AS b
+              WHERE q.since OPERATOR(pg_catalog.>=) renumber_from) AS r
+        WHERE p.bizno OPERATOR(pg_catalog.=) r.bizno AND p.ordinal OPERATOR(pg_catalog.<>) r.ordinal;
+    END IF;
+    RETURN true;
+END
+$$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp SET jit = off;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_refresh(bigint) IS
+'Fold the journal rows written since the last fold into pay_stats'' counts (the first time, count the ledger and the journal); false when it folded nothing';
+
+-- pay_stats gains columns: the view and its function are made again, and
+-- the roles that could read the view or call the function are noted, to be
+-- granted them again (below, with the card flow's figures).
+CREATE TEMPORARY TABLE pay_stats_readers ON COMMIT DROP AS
+    SELECT a.grantee::pg_catalog.regrole AS grantee, 'view' AS granted
+    FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
+    WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.pay_stats'::pg_catalog.regclass
+      AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT'
+      AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+      AND a.grantee OPERATOR(pg_catalog.<>) 0
+    UNION
+    SELECT a.grantee::pg_catalog.regrole, 'function'
+    FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
+    WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.pay_stats_read()'::pg_catalog.regprocedure
+      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+      AND a.grantee OPERATOR(pg_catalog.<>) 0;
+
+DROP VIEW @extschema@.pay_stats;
+DROP FUNCTION @extschema@.pay_stats_read();
+
+-- What the views pay_stats and pay_stats_transitions show: the counts with
+-- the rows folded into none yet.  Before the first fold (which a read-only
+-- transaction cannot make), and with counts of another server, they count
+-- by scanning the ledger and journal.
+-- These reads take milliseconds: compiling them with JIT, which their plan's
+-- cost before the journal is analyzed can bring on, would take a second.
+CREATE FUNCTION @extschema@.pay_stats_read(OUT status @extschema@.pay_status, OUT payments bigint,
+    OUT stuck bigint, OUT oldest_processing_since timestamptz, OUT resets bigint,
+    OUT duplicate_answers bigint, OUT stats_reset timestamptz, OUT refunds bigint,
+    OUT second_charges bigint, OUT unconfirmed_second_charges bigint, OUT authorizations bigint,
+    OUT captures bigint, OUT voids bigint, OUT increments bigint)
+RETURNS SETOF record
+AS $$
+DECLARE
+    state @extschema@.pay_stats_state;
+BEGIN
+    state := @extschema@.pay_stats_usable_state();
+    IF state IS NULL THEN
+        RETURN QUERY
+        WITH counters AS (SELECT * FROM @extschema@.pay_stats_counters()),
+        second_charges AS (SELECT * FROM @extschema@.pay_second_charges())
+        SELECT s.status,
+               pg_catalog.count(l.bizno),
+               CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
+                   pg_catalog.count(l.bizno) FILTER (
+                       WHERE l.processing_since OPERATOR(pg_catalog.<)
+                             (pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c)))
+               END,
+               CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN pg_catalog.min(l.processing_since) END,
+               CASE WHEN s.status OPERATOR(pg_catalog.=) 'INIT' THEN
+                   (SELECT pg_catalog.count(*) FROM @extschema@.pay_journal AS j
+                    WHERE j.from_status OPERATOR(pg_catalog.=) 'FAILED'
+                      AND j.to_status OPERATOR(pg_catalog.=) 'INIT')
+                   OPERATOR(pg_catalog.+)
+                   (SELECT COALESCE(pg_catalog.sum(a.n), 0) FROM @extschema@.pay_archive_counts AS a
+                    WHERE a.from_status OPERATOR(pg_catalog.=) 'FAILED'
+                      AND a.to_status OPERATOR(pg_catalog.=) 'INIT')::bigint
+               END,
+               CASE s.status
+                   WHEN 'SUCCESS' THEN (SELECT c.already_succeeded FROM counters AS c)
+                   WHEN 'PROCESSING' THEN (SELECT c.in_progress FROM counters AS c)
+               END,
+               (SELECT c.stats_reset FROM counters AS c),
+               pg_catalog.count(l.bizno) FILTER (WHERE l.parent IS NOT NULL),
+               CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+                   (SELECT pg_catalog.count(*) FROM second_charges)
+                   OPERATOR(pg_catalog.+)
+                   (SELECT COALESCE(pg_catalog.sum(a.n), 0) FROM @extschema@.pay_archive_counts AS a
+                    WHERE a.second_charge IN ('reported', 'found'))::bigint
+               END,
+               CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+                   (SELECT pg_catalog.count(*) FROM second_charges AS c WHERE NOT c.confirmed)
+               END,
+               pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION'),
+               pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')),
+               pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'VOID'),
+               pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'INCREMENT')
+        FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
+        LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) s.status
+        GROUP BY s.status
+        ORDER BY s.status;
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    WITH unfolded AS MATERIALIZED (
+        SELECT * FROM @extschema@.pay_stats_unfolded(state.counted_from, state.counted)),
+    counts AS (
+        SELECT c.from_status, c.to_status, c.refund, c.second_charge, c.kind, c.n
+        FROM @extschema@.pay_stats_counts AS c
+        UNION ALL
+        SELECT u.from_status, u.to_status, u.refund, u.second_charge, u.kind, pg_catalog.count(*)
+        FROM unfolded AS u
+        GROUP BY 1, 2, 3, 4, 5),
+    -- each count enters its to_status and leaves its from_status
+    moves AS (
+        SELECT c.to_status AS status, c.refund, c.kind, c.n FROM counts AS c WHERE c.to_status IS NOT NULL
+        UNION ALL
+        SELECT c.from_status, c.refund, c.kind, OPERATOR(pg_catalog.-) c.n FROM counts AS c
+        WHERE c.from_status IS NOT NULL),
+    latest AS (
+        SELECT DISTINCT ON (u.bizno) u.bizno, u.to_status, u.at
+        FROM unfolded AS u
+        WHERE u.from_status IS DISTINCT FROM u.to_status AND u.to_status IS NOT NULL
+        ORDER BY u.bizno, u.seq DESC),
+    counters AS (SELECT * FROM @extschema@.pay_stats_counters()),
+    stuck_before AS (
+        SELECT pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT c.stuck_after FROM counters AS c) AS at),
+    -- The payments PROCESSING now: the fold's set less its rows the unfolded
+    -- ones changed, and the unfolded ones entering PROCESSING.  Read by the
+    -- set's index, a few rows however large it is: those entered before a
+    -- time are the ordinal of its last row before it, and the oldest is
+    -- among its first rows, one more than it has changed.
+    changed AS (
+        SELECT p.since FROM latest AS l
+        JOIN @extschema@.pay_stats_processing AS p ON p.bizno OPERATOR(pg_catalog.=) l.bizno),
+    entered AS (
+        SELECT l.at AS since FROM latest AS l
+        WHERE l.to_status OPERATOR(pg_catalog.=) 'PROCESSING'::@extschema@.pay_status),
+    processing_summary AS (
+        SELECT COALESCE((SELECT p.ordinal FROM @extschema@.pay_stats_processing AS p
+                         WHERE p.since OPERATOR(pg_catalog.<) (SELECT t.at FROM stuck_before AS t)
+                         ORDER BY p.since DESC, p.bizno DESC LIMIT 1), 0)
+               OPERATOR(pg_catalog.-)
+               (SELECT pg_catalog.count(*) FROM changed AS c
+                WHERE c.since OPERATOR(pg_catalog.<) (SELECT t.at FROM stuck_before AS t))
+               OPERATOR(pg_catalog.+)
+               (SELECT pg_catalog.count(*) FROM entered AS e
+                WHERE e.since OPERATOR(pg_catalog.<) (SELECT t.at FROM stuck_before AS t)) AS stuck,
+               LEAST((SELECT pg_catalog.min(f.since)
+                      FROM (SELECT p.bizno, p.since FROM @extschema@.pay_stats_processing AS p
+                            ORDER BY p.since, p.bizno
+                            LIMIT (SELECT pg_catalog.count(*) FROM changed) OPERATOR(pg_catalog.+) 1) AS f
+                      WHERE NOT EXISTS (SELECT FROM latest AS l WHERE l.bizno OPERATOR(pg_catalog.=) f.bizno)),
+                     (SELECT pg_catalog.min(e.since) FROM entered AS e)) AS oldest)
+    SELECT s.status,
+           (SELECT COALESCE(pg_catalog.sum(m.n), 0) FROM moves AS m
+            WHERE m.status OPERATOR(pg_catalog.=) s.status)::bigint,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
+               (SELECT p.stuck FROM processing_summary AS p)
+           END,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'PROCESSING' THEN
+               (SELECT p.oldest FROM processing_summary AS p)
+           END,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'INIT' THEN
+               (SELECT COALESCE(pg_catalog.sum(c.n), 0) FROM counts AS c
+                WHERE c.from_status OPERATOR(pg_catalog.=) 'FAILED'
+                  AND c.to_status OPERATOR(pg_catalog.=) 'INIT')::bigint
+           END,
+           CASE s.status
+               WHEN 'SUCCESS' THEN (SELECT c.already_succeeded FROM counters AS c)
+               WHEN 'PROCESSING' THEN (SELECT c.in_progress FROM counters AS c)
+           END,
+           (SELECT c.stats_reset FROM counters AS c),
+           (SELECT COALESCE(pg_catalog.sum(m.n), 0) FROM moves AS m
+            WHERE m.status OPERATOR(pg_catalog.=) s.status AND m.refund)::bigint,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+               (SELECT COALESCE(pg_catalog.sum(c.n), 0) FROM counts AS c
+                WHERE c.second_charge IN ('reported', 'found'))::bigint
+           END,
+           CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
+               (SELECT COALESCE(pg_catalog.sum(c.n) FILTER (WHERE c.second_charge OPERATOR(pg_catalog.=) 'reported'), 0)
+                       OPERATOR(pg_catalog.-)
+                       COALESCE(pg_catalog.sum(c.n) FILTER (WHERE c.second_charge OPERATOR(pg_catalog.=) 'confirmed'), 0)
+                FROM counts AS c)::bigint
+           END,
+           k.authorizations::bigint, k.captures::bigint, k.voids::bigint, k.increments::bigint
+    FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status),
+         LATERAL (SELECT COALESCE(pg_catalog.sum(m.n) FILTER (WHERE m.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION'), 0)
+                             AS authorizations,
+                         COALESCE(pg_catalog.sum(m.n) FILTER (WHERE m.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')), 0)
+                             AS captures,
+                         COALESCE(pg_catalog.sum(m.n) FILTER (WHERE m.kind OPERATOR(pg_catalog.=) 'VOID'), 0) AS voids,
+                         COALESCE(pg_catalog.sum(m.n) FILTER (WHERE m.kind OPERATOR(pg_catalog.=) 'INCREMENT'), 0)
+                             AS increments
+                  FROM moves AS m
+                  WHERE m.status OPERATOR(pg_catalog.=) s.status) AS k
+    ORDER BY s.status;
+END
+$$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp SET jit = off;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_read() IS
+'What the view pay_stats shows, from the maintained counts';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_stats_read() FROM PUBLIC;
+
+CREATE VIEW @extschema@.pay_stats AS
+    SELECT * FROM @extschema@.pay_stats_read();
+
+COMMENT ON VIEW @extschema@.pay_stats IS
+'Per status: payments (refunds included); PROCESSING: stuck ones and the oldest one''s start; INIT: resets ever; SUCCESS and PROCESSING: the duplicate answers pay_begin gave since stats_reset; refunds: how many of the payments are refunds; SUCCESS: second charges ever and those no statement confirmed; authorizations, captures (final ones included), voids, increments: how many of the payments are rows of the card flow of each kind';
+
+-- The card flow's money, per currency, from the same counts: what holds
+-- placed (authorizations and increments entering SUCCESS) and what captures
+-- took (captures and final captures entering SUCCESS), ever, the archive's
+-- rows included.  Each is a sum of the amounts its journal rows carry, so
+-- it costs what pay_stats costs, however large the ledger.
+CREATE FUNCTION @extschema@.pay_stats_amounts_read(OUT currency text, OUT authorized numeric,
+    OUT captured numeric)
+RETURNS SETOF record
+AS $$
+DECLARE
+    state @extschema@.pay_stats_state;
+BEGIN
+    state := @extschema@.pay_stats_usable_state();
+    IF state IS NULL THEN
+        RETURN QUERY
+        SELECT c.currency,
+               COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{AUTHORIZATION,INCREMENT}')), 0),
+               COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')), 0)
+        FROM (SELECT j.from_status, j.to_status, l.kind, j.currency, j.amount
+              FROM @extschema@.pay_journal AS j
+              JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) j.bizno
+              WHERE l.kind IS NOT NULL
+              UNION ALL
+              SELECT a.from_status, a.to_status, a.kind, a.currency, a.amount
+              FROM @extschema@.pay_archive_counts AS a
+              WHERE a.kind IS NOT NULL) AS c
+        WHERE c.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+          AND c.from_status IS DISTINCT FROM 'SUCCESS'::@extschema@.pay_status
+        GROUP BY 1
+        ORDER BY 1;
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    SELECT c.currency,
+           COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{AUTHORIZATION,INCREMENT}')), 0),
+           COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')), 0)
+    FROM (SELECT c.from_status, c.to_status, c.kind, c.currency, c.amount
+          FROM @extschema@.pay_stats_counts AS c
+          WHERE c.kind IS NOT NULL
+          UNION ALL
+          SELECT u.from_status, u.to_status, u.kind, u.currency, u.amount
+          FROM @extschema@.pay_stats_unfolded(state.counted_from, state.counted) AS u
+          WHERE u.kind IS NOT NULL) AS c
+    WHERE c.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND c.from_status IS DISTINCT FROM 'SUCCESS'::@extschema@.pay_status
+    GROUP BY 1
+    ORDER BY 1;
+END
+$$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp SET jit = off;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_amounts_read() IS
+'What the view pay_stats_amounts shows, from the maintained counts';
+
+-- The holds the ledger keeps now, by why each is closed (NULL: open), per
+-- currency: how many and what of them is neither captured nor in flight --
+-- what an open hold may still capture, what a void or a final capture
+-- released, what an expired hold no void released.  Expiry changes no row
+-- (it is checked when a step is claimed), so this is a query, not a count:
+-- it reads every authorization the ledger holds (through
+-- pay_ledger_authorization_expires_at, payments left out) and each one's
+-- steps, and the archive's are gone from it.
+CREATE FUNCTION @extschema@.pay_stats_holds(OUT currency text, OUT closed_reason text, OUT holds bigint,
+    OUT uncaptured numeric)
+RETURNS SETOF record
+AS $$
+    SELECT a.currency, b.closed_reason, pg_catalog.count(*),
+           pg_catalog.sum(b.authorized OPERATOR(pg_catalog.-) b.captured OPERATOR(pg_catalog.-) b.capture_in_flight)
+    FROM @extschema@.pay_ledger AS a
+    CROSS JOIN LATERAL @extschema@.pay_authorization_balance(a.bizno) AS b
+    WHERE a.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION'
+      AND a.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+    GROUP BY 1, 2
+    ORDER BY 1, 2 NULLS FIRST
+$$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_holds() IS
+'The holds of the authorizations in the ledger, per currency and closed_reason (NULL: open): how many, and what is neither captured nor in flight; a query over every authorization, not a count';
+
+REVOKE ALL ON FUNCTION @extschema@.pay_stats_amounts_read(), @extschema@.pay_stats_holds() FROM PUBLIC;
+
+-- What the card flow's holds placed and its captures took, per currency.
+CREATE VIEW @extschema@.pay_stats_amounts AS
+    SELECT * FROM @extschema@.pay_stats_amounts_read();
+
+COMMENT ON VIEW @extschema@.pay_stats_amounts IS
+'Per currency, ever (the archive''s included): authorized, the amounts of the authorizations and increments that succeeded; captured, of the captures that succeeded; from the maintained counts';
+
+-- The roles that could read pay_stats read it again, and what 1.4 counts
+-- beside it: the card flow's figures come from the same counts (an
+-- operator's role, and a monitoring role made as doc/monitoring.md made it,
+-- which 1.4's queries file reads them with).
+DO $$
+DECLARE
+    noted record;
+BEGIN
+    FOR noted IN SELECT r.grantee, r.granted FROM pg_temp.pay_stats_readers AS r LOOP
+        IF noted.granted OPERATOR(pg_catalog.=) 'view' THEN
+            EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.pay_stats, @extschema@.pay_stats_amounts TO %s',
+                                      noted.grantee);
+        ELSE
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_stats_read(), '
+                                      '@extschema@.pay_stats_amounts_read(), @extschema@.pay_stats_holds() TO %s',
+                                      noted.grantee);
+        END IF;
+    END LOOP;
+END
+$$;
+
+DROP TABLE pg_temp.pay_stats_readers;
+
+-- pay_archive counts the rows it moves by the card flow's kind too, which
+-- it reads from the ledger (the archive does not keep it).
+-- The table of every row moved is built in the order the guard needs: the
+-- archive receives the rows first, then they are deleted from the journal
+-- and the ledger (the refunds before their payment).  Row texts and
+-- digests are taken with TimeZone UTC and DateStyle ISO, as
+-- pay_archive_verify takes them.  A batch's joins and sorts of a million
+-- keys fit in work_mem = 128MB, which a nightly job may take.
+CREATE OR REPLACE FUNCTION @extschema@.pay_archive(before timestamptz, max_rows integer DEFAULT 100000)
+RETURNS bigint
+AS $$
+DECLARE
+    folded_below bigint;
+    unready text[];
+    locked text[];
+    chosen text[];
+    moved text[];
+    moved_months date[];
+    moved_refunds boolean[];
+    hashes bigint[];
+    archive_month date;
+    moved_journal_rows bigint;
+BEGIN
+    IF before IS NULL OR max_rows IS NULL THEN
+        RAISE EXCEPTION 'before and max_rows must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF before OPERATOR(pg_catalog.>) pg_catalog.now() THEN
+        RAISE EXCEPTION 'before must not be later than now'
+            USING ERRCODE = '22023',
+                  HINT = 'Archive what was settled before a moment past, such as now() - interval ''90 days''.';
+    END IF;
+    IF max_rows OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'max_rows must be at least 1' USING ERRCODE = '22023';
+    END IF;
+    -- What a payment is judged by (its refunds, its second charges) must
+    -- be what committed before its lock was taken: under a snapshot of the
+    -- transaction's start, a refund claimed since would stay behind in the
+    -- ledger without its payment.
+    IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
+        RAISE EXCEPTION 'pay_archive runs only at READ COMMITTED, not %',
+                        pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
+            USING ERRCODE = '25000',
+                  HINT = 'Call it in a transaction of its own at READ COMMITTED (SET TRANSACTION ISOLATION LEVEL READ COMMITTED first where the default is another).';
+    END IF;
+    BEGIN
+        LOCK TABLE @extschema@.pay_archive_runs IN SHARE ROW EXCLUSIVE MODE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE EXCEPTION 'another pay_archive is running'
+            USING ERRCODE = '55P03', HINT = 'Archive again once it has committed.';
+    END;
+
+    -- pay_stats counts what the journal held: what leaves it must be
+    -- counted first
+    PERFORM @extschema@.pay_stats_refresh(0);
+    SELECT s.counted_from INTO folded_below FROM @extschema@.pay_stats_state AS s
+    WHERE @extschema@.pay_stats_counts_usable(s.system_identifier);
+    unready := ARRAY(SELECT @extschema@.pay_archive_unready(before, folded_below, '{}'));
+
+    -- Lock the payments to move, skipping any a claim holds; then their
+    -- refunds.  Judged again under the locks, with a snapshot that sees
+    -- whatever committed before them: no refund can start, retry or settle
+    -- meanwhile (a new refund locks its payment first).  Payments found
+    -- unready only then (an unconfirmed second charge) are passed over and
+    -- the next are locked, so that 0 means nothing is left to move.
+    LOOP
+        locked := ARRAY(
+            SELECT l.bizno FROM @extschema@.pay_ledger AS l
+            WHERE l.parent IS NULL
+              AND l.status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
+              AND l.updated_at OPERATOR(pg_catalog.<) before
+              AND l.bizno OPERATOR(pg_catalog.<>) ALL (unready)
+            LIMIT max_rows
+            FOR UPDATE SKIP LOCKED);
+        IF pg_catalog.cardinality(locked) OPERATOR(pg_catalog.=) 0 THEN
+            RETURN 0;
+        END IF;
+        PERFORM FROM pg_catalog.unnest(locked) AS c(bizno)
+        JOIN @extschema@.pay_ledger AS r ON r.parent OPERATOR(pg_catalog.=) c.bizno
+        FOR UPDATE OF r;
+        unready := ARRAY(SELECT pg_catalog.unnest(unready)
+                         UNION
+                         SELECT @extschema@.pay_archive_unready(before, folded_below, locked));
+        chosen := ARRAY(
+            SELECT l.bizno FROM pg_catalog.unnest(locked) AS c(bizno)
+            JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) c.bizno
+            WHERE l.status OPERATOR(pg_catalog.<>) 'PROCESSING'::@extschema@.pay_status
+              AND l.updated_at OPERATOR(pg_catalog.<) before
+              AND l.bizno OPERATOR(pg_catalog.<>) ALL (unready));
+        EXIT WHEN pg_catalog.cardinality(chosen) OPERATOR(pg_catalog.>) 0;
+    END LOOP;
+
+    -- every row to move, refunds first, with its payment's month
+    SELECT pg_catalog.array_agg(m.bizno ORDER BY m.is_payment, m.bizno),
+           pg_catalog.array_agg(m.month ORDER BY m.is_payment, m.bizno),
+           pg_catalog.array_agg(NOT m.is_payment ORDER BY m.is_payment, m.bizno)
+    INTO moved, moved_months, moved_refunds
+    FROM (SELECT l.bizno, l.parent IS NULL AS is_payment,
+                 pg_catalog.date_trunc('month',
+                     pg_catalog.max(l.updated_at) OVER (PARTITION BY COALESCE(l.parent, l.bizno))
+                     AT TIME ZONE 'UTC')::date AS month
+          FROM (SELECT l.* FROM pg_catalog.unnest(chosen) AS c(bizno)
+                JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) c.bizno
+                UNION ALL
+                SELECT l.* FROM pg_catalog.unnest(chosen) AS c(bizno)
+                JOIN @extschema@.pay_ledger AS l ON l.parent OPERATOR(pg_catalog.=) c.bizno) AS l) AS m;
+    FOR archive_month IN SELECT DISTINCT m.month FROM pg_catalog.unnest(moved_months) AS m(month) LOOP
+        PERFORM @extschema@.pay_archive_partitions(archive_month);
+    END LOOP;
+
+    -- into the archive, counted and digested per month
+    WITH rows AS (SELECT * FROM ROWS FROM (pg_catalog.unnest(moved), pg_catalog.unnest(moved_months)) AS m(bizno, month)),
+    archived AS (
+        INSERT INTO @extschema@.pay_ledger_archive
+            (bizno, prefix, biz_id, status, amount, currency, attempt, channel_ref, last_error,
+             created_at, updated_at, processing_since, note, parent, refund_key, response,
+             month, archived_at)
+        SELECT l.bizno, l.prefix, l.biz_id, l.status, l.amount, l.currency, l.attempt,
+               l.channel_ref, l.last_error, l.created_at, l.updated_at, l.processing_since,
+               l.note, l.parent, l.refund_key, l.response, r.month, pg_catalog.now()
+        FROM rows AS r
+        JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) r.bizno
+        RETURNING *)
+    INSERT INTO @extschema@.pay_archive_months AS m
+        (month, payments, ledger_rows, journal_rows, ledger_digest, journal_digest)
+    SELECT a.month, pg_catalog.count(*) FILTER (WHERE a.parent IS NULL), pg_catalog.count(*), 0,
+           pg_catalog.sum(pg_catalog.hashtextextended(a::text COLLATE "C", 0)::numeric), 0
+    FROM archived AS a
+    GROUP BY a.month
+    ON CONFLICT (month) DO UPDATE
+    SET payments = m.payments OPERATOR(pg_catalog.+) excluded.payments,
+        ledger_rows = m.ledger_rows OPERATOR(pg_catalog.+) excluded.ledger_rows,
+        ledger_digest = m.ledger_digest OPERATOR(pg_catalog.+) excluded.ledger_digest;
+
+    WITH rows AS (SELECT * FROM ROWS FROM (pg_catalog.unnest(moved), pg_catalog.unnest(moved_months),
+                                           pg_catalog.unnest(moved_refunds)) AS m(bizno, month, refund)),
+    archived AS (
+        INSERT INTO @extschema@.pay_journal_archive
+            (seq, bizno, attempt, from_status, to_status, amount, currency, at, txid, actor, note,
+             channel_ref, second_charge, month)
+        SELECT j.seq, j.bizno, j.attempt, j.from_status, j.to_status, j.amount, j.currency, j.at,
+               j.txid, j.actor, j.note, j.channel_ref, j.second_charge, r.month
+        FROM rows AS r
+        JOIN @extschema@.pay_journal AS j ON j.bizno OPERATOR(pg_catalog.=) r.bizno
+        RETURNING *),
+    digests AS (
+        INSERT INTO @extschema@.pay_archive_months AS m
+            (month, payments, ledger_rows, journal_rows, ledger_digest, journal_digest)
+        SELECT a.month, 0, 0, pg_catalog.count(*), 0,
+               pg_catalog.sum(pg_catalog.hashtextextended(a::text COLLATE "C", 0)::numeric)
+        FROM archived AS a
+        GROUP BY a.month
+        ON CONFLICT (month) DO UPDATE
+        SET journal_rows = m.journal_rows OPERATOR(pg_catalog.+) excluded.journal_rows,
+            journal_digest = m.journal_digest OPERATOR(pg_catalog.+) excluded.journal_digest
+        RETURNING 1)
+    -- what they counted in pay_stats, as a first fold would count them
+    -- (the card flow's kind read from the ledger, which the archive does
+    -- not keep)
+    INSERT INTO @extschema@.pay_archive_counts AS c (from_status, to_status, refund, second_charge, n,
+                                                     kind, currency, amount)
+    SELECT a.from_status, a.to_status, r.refund,
+           CASE WHEN a.second_charge IS NOT NULL
+                THEN @extschema@.pay_stats_second_charge(a.bizno, a.second_charge, a.channel_ref, a.seq, 0,
+                                                          '1:1:'::pg_snapshot)
+           END,
+           pg_catalog.count(*), l.kind,
+           CASE WHEN l.kind IS NOT NULL THEN a.currency END,
+           pg_catalog.sum(a.amount) FILTER (WHERE l.kind IS NOT NULL)
+    FROM archived AS a
+    JOIN rows AS r ON r.bizno OPERATOR(pg_catalog.=) a.bizno
+    JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) a.bizno
+    GROUP BY 1, 2, 3, 4, 6, 7
+    ON CONFLICT ON CONSTRAINT pay_archive_counts_key
+    DO UPDATE SET n = c.n OPERATOR(pg_catalog.+) excluded.n,
+                  amount = c.amount OPERATOR(pg_catalog.+) excluded.amount;
+
+    -- what outlives the archive: the hash of each payment's identity
+    hashes := ARRAY(
+        SELECT @extschema@.pay_archive_key_hash(m.bizno)
+        FROM pg_catalog.unnest(moved) AS m(bizno));
+    PERFORM @extschema@.pay_archive_add_keys(hashes);
+
+    DELETE FROM @extschema@.pay_journal AS j
+    USING pg_catalog.unnest(moved) AS m(bizno)
+    WHERE j.bizno OPERATOR(pg_catalog.=) m.bizno;
+    GET DIAGNOSTICS moved_journal_rows = ROW_COUNT;
+    -- pay_stats' counts learn of the deletions here, all at once (the
+    -- journal trigger leaves the rows the archive received to it)
+    WITH gone AS (
+        DELETE FROM @extschema@.pay_ledger AS l
+        USING pg_catalog.unnest(chosen) AS c(bizno)
+        WHERE l.parent OPERATOR(pg_catalog.=) c.bizno
+        RETURNING l.bizno, l.status, l.kind)
+    INSERT INTO @extschema@.pay_stats_deletions (bizno, status, refund, kind)
+    SELECT g.bizno, g.status, true, g.kind FROM gone AS g;
+    WITH gone AS (
+        DELETE FROM @extschema@.pay_ledger AS l
+        USING pg_catalog.unnest(chosen) AS c(bizno)
+        WHERE l.bizno OPERATOR(pg_catalog.=) c.bizno
+        RETURNING l.bizno, l.status, l.kind)
+    INSERT INTO @extschema@.pay_stats_deletions (bizno, status, refund, kind)
+    SELECT g.bizno, g.status, false, g.kind FROM gone AS g;
+
+    INSERT INTO @extschema@.pay_archive_runs (before, payments, ledger_rows, journal_rows)
+    VALUES (before, pg_catalog.cardinality(chosen), pg_catalog.cardinality(moved), moved_journal_rows);
+    RETURN pg_catalog.cardinality(chosen);
+END
+$$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = @extschema@, pg_temp SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD'
+SET extra_float_digits = 1 SET jit = off SET work_mem = '128MB';
+
+COMMENT ON FUNCTION @extschema@.pay_archive(timestamptz, integer) IS
+'Move up to max_rows settled payments whose last change (and their refunds'') is before "before" out of the ledger and the journal into the archive; returns how many; call again until 0';
+
 /* The roles 1.3 granted get 1.4's new functions ----------------------- */
 
 -- An application's role and an operator's keep working across the update:
 -- a role 1.3's pay_grant gave pay_open_claim gets what 1.4's pay_grant adds
 -- (the batches, the card flow's openers and balance), a role 1.3's
 -- pay_grant_operator gave pay_reconcile what 1.4's pay_grant_operator adds
--- (the card flow's balance).  The functions alone: granting again all that
--- pay_grant_operator grants would give the views it grants SELECT on
--- initial privileges a fresh installation has not.
+-- (the card flow's balance; its figures went with pay_stats, above).  The
+-- functions alone: granting again all that pay_grant_operator grants would
+-- give the views it grants SELECT on initial privileges a fresh
+-- installation has not.
 DO $$
 DECLARE
     grantee record;
@@ -1250,3 +2142,12 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- The views pay_stats (made again) and pay_stats_amounts (new) have no
+-- initial privileges in a fresh installation, which grants nothing on them;
+-- granting them again to the roles that read pay_stats recorded the owner's
+-- default privileges as theirs, which the step above keeps.
+DELETE FROM pg_catalog.pg_init_privs AS i
+WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+  AND i.objoid OPERATOR(pg_catalog.=) ANY (ARRAY['@extschema@.pay_stats',
+                                                 '@extschema@.pay_stats_amounts']::pg_catalog.regclass[]);

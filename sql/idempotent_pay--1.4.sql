@@ -165,6 +165,12 @@ CREATE UNIQUE INDEX pay_ledger_prefix_biz_id_key ON @extschema@.pay_ledger (pref
 CREATE UNIQUE INDEX pay_ledger_parent_refund_key_key ON @extschema@.pay_ledger (parent, refund_key)
     WHERE parent IS NOT NULL;
 
+-- The authorizations, by when their hold expires: what pay_stats_holds
+-- reads instead of the whole ledger.  Payments have no entry, and their
+-- updates, which change neither column, stay HOT.
+CREATE INDEX pay_ledger_authorization_expires_at ON @extschema@.pay_ledger (expires_at)
+    WHERE kind = 'AUTHORIZATION';
+
 -- The journal: append-only, one row per transition and per change of amount
 -- or currency of a ledger row, written by the ledger's trigger (a second
 -- charge's by the API); nothing else writes it.  The entry into SUCCESS
@@ -218,9 +224,15 @@ CREATE TABLE @extschema@.pay_stats_counts (
     refund              boolean NOT NULL,
     second_charge       text,
     n                   bigint NOT NULL,
-    CONSTRAINT pay_stats_counts_key UNIQUE NULLS NOT DISTINCT (from_status, to_status, refund, second_charge),
+    kind                text,
+    currency            text,
+    amount              numeric,
+    CONSTRAINT pay_stats_counts_key UNIQUE NULLS NOT DISTINCT (from_status, to_status, refund, second_charge,
+                                                               kind, currency),
     CONSTRAINT pay_stats_counts_second_charge
-        CHECK (second_charge IN ('reported', 'confirmed', 'found', 'late report'))
+        CHECK (second_charge IN ('reported', 'confirmed', 'found', 'late report')),
+    CONSTRAINT pay_stats_counts_kind
+        CHECK (kind IN ('AUTHORIZATION', 'CAPTURE', 'FINAL_CAPTURE', 'VOID', 'INCREMENT'))
 );
 
 -- No primary key (a NULL status is part of the key): a publication FOR ALL
@@ -229,6 +241,12 @@ ALTER TABLE @extschema@.pay_stats_counts REPLICA IDENTITY FULL;
 
 COMMENT ON TABLE @extschema@.pay_stats_counts IS
 'Journal rows folded into pay_stats, by transition (from_status NULL: created; to_status NULL: deleted), refund or payment, and kind of second charge; kept by pay_stats_refresh';
+COMMENT ON COLUMN @extschema@.pay_stats_counts.kind IS
+'The card flow''s kind of the rows counted (since 1.4); NULL for payments and refunds';
+COMMENT ON COLUMN @extschema@.pay_stats_counts.currency IS
+'For journal rows of the card flow (since 1.4): their currency, whose amounts amount sums; NULL otherwise';
+COMMENT ON COLUMN @extschema@.pay_stats_counts.amount IS
+'For journal rows of the card flow (since 1.4): the sum of their amounts; NULL otherwise';
 
 -- The deletions of ledger rows (INIT and FAILED ones may be deleted), which
 -- the journal does not record, numbered in the journal's sequence so that
@@ -239,11 +257,14 @@ CREATE TABLE @extschema@.pay_stats_deletions (
     bizno               text NOT NULL,
     status              @extschema@.pay_status NOT NULL,
     refund              boolean NOT NULL,
-    txid                xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id()
+    txid                xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    kind                text
 );
 
 COMMENT ON TABLE @extschema@.pay_stats_deletions IS
 'Ledger rows deleted since pay_stats_refresh last folded the journal; written by the ledger''s journal trigger';
+COMMENT ON COLUMN @extschema@.pay_stats_deletions.kind IS
+'The card flow''s kind of the deleted row (since 1.4); NULL for a payment or refund';
 
 -- The payments PROCESSING as of the fold, and since when: what pay_stats
 -- reads stuck payments from.  ordinal is a row's place in the set ordered
@@ -433,13 +454,25 @@ CREATE TABLE @extschema@.pay_archive_counts (
     refund              boolean NOT NULL,
     second_charge       text,
     n                   bigint NOT NULL,
-    CONSTRAINT pay_archive_counts_key UNIQUE NULLS NOT DISTINCT (from_status, to_status, refund, second_charge)
+    kind                text,
+    currency            text,
+    amount              numeric,
+    CONSTRAINT pay_archive_counts_key UNIQUE NULLS NOT DISTINCT (from_status, to_status, refund, second_charge,
+                                                                 kind, currency),
+    CONSTRAINT pay_archive_counts_kind
+        CHECK (kind IN ('AUTHORIZATION', 'CAPTURE', 'FINAL_CAPTURE', 'VOID', 'INCREMENT'))
 );
 
 ALTER TABLE @extschema@.pay_archive_counts REPLICA IDENTITY FULL;
 
 COMMENT ON TABLE @extschema@.pay_archive_counts IS
 'The journal rows pay_archive moved out, by transition, refund or payment, and kind of second charge: what pay_stats adds to the journal''s';
+COMMENT ON COLUMN @extschema@.pay_archive_counts.kind IS
+'The card flow''s kind of the rows counted (since 1.4); NULL for payments and refunds';
+COMMENT ON COLUMN @extschema@.pay_archive_counts.currency IS
+'For journal rows of the card flow (since 1.4): their currency, whose amounts amount sums; NULL otherwise';
+COMMENT ON COLUMN @extschema@.pay_archive_counts.amount IS
+'For journal rows of the card flow (since 1.4): the sum of their amounts; NULL otherwise';
 
 REVOKE ALL ON @extschema@.pay_ledger_archive, @extschema@.pay_journal_archive,
     @extschema@.pay_ledger_archive_default, @extschema@.pay_journal_archive_default,
@@ -1496,18 +1529,25 @@ BEGIN
             journal_digest = m.journal_digest OPERATOR(pg_catalog.+) excluded.journal_digest
         RETURNING 1)
     -- what they counted in pay_stats, as a first fold would count them
-    INSERT INTO @extschema@.pay_archive_counts AS c (from_status, to_status, refund, second_charge, n)
+    -- (the card flow's kind read from the ledger, which the archive does
+    -- not keep)
+    INSERT INTO @extschema@.pay_archive_counts AS c (from_status, to_status, refund, second_charge, n,
+                                                     kind, currency, amount)
     SELECT a.from_status, a.to_status, r.refund,
            CASE WHEN a.second_charge IS NOT NULL
                 THEN @extschema@.pay_stats_second_charge(a.bizno, a.second_charge, a.channel_ref, a.seq, 0,
                                                           '1:1:'::pg_snapshot)
            END,
-           pg_catalog.count(*)
+           pg_catalog.count(*), l.kind,
+           CASE WHEN l.kind IS NOT NULL THEN a.currency END,
+           pg_catalog.sum(a.amount) FILTER (WHERE l.kind IS NOT NULL)
     FROM archived AS a
     JOIN rows AS r ON r.bizno OPERATOR(pg_catalog.=) a.bizno
-    GROUP BY 1, 2, 3, 4
+    JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) a.bizno
+    GROUP BY 1, 2, 3, 4, 6, 7
     ON CONFLICT ON CONSTRAINT pay_archive_counts_key
-    DO UPDATE SET n = c.n OPERATOR(pg_catalog.+) excluded.n;
+    DO UPDATE SET n = c.n OPERATOR(pg_catalog.+) excluded.n,
+                  amount = c.amount OPERATOR(pg_catalog.+) excluded.amount;
 
     -- what outlives the archive: the hash of each payment's identity
     hashes := ARRAY(
@@ -1525,16 +1565,16 @@ BEGIN
         DELETE FROM @extschema@.pay_ledger AS l
         USING pg_catalog.unnest(chosen) AS c(bizno)
         WHERE l.parent OPERATOR(pg_catalog.=) c.bizno
-        RETURNING l.bizno, l.status)
-    INSERT INTO @extschema@.pay_stats_deletions (bizno, status, refund)
-    SELECT g.bizno, g.status, true FROM gone AS g;
+        RETURNING l.bizno, l.status, l.kind)
+    INSERT INTO @extschema@.pay_stats_deletions (bizno, status, refund, kind)
+    SELECT g.bizno, g.status, true, g.kind FROM gone AS g;
     WITH gone AS (
         DELETE FROM @extschema@.pay_ledger AS l
         USING pg_catalog.unnest(chosen) AS c(bizno)
         WHERE l.bizno OPERATOR(pg_catalog.=) c.bizno
-        RETURNING l.bizno, l.status)
-    INSERT INTO @extschema@.pay_stats_deletions (bizno, status, refund)
-    SELECT g.bizno, g.status, false FROM gone AS g;
+        RETURNING l.bizno, l.status, l.kind)
+    INSERT INTO @extschema@.pay_stats_deletions (bizno, status, refund, kind)
+    SELECT g.bizno, g.status, false, g.kind FROM gone AS g;
 
     INSERT INTO @extschema@.pay_archive_runs (before, payments, ledger_rows, journal_rows)
     VALUES (before, pg_catalog.cardinality(chosen), pg_catalog.cardinality(moved), moved_journal_rows);
@@ -1861,6 +1901,47 @@ AS $$
           GROUP BY t.status) AS f
     JOIN @extschema@.pay_stats AS s ON s.status OPERATOR(pg_catalog.=) f.status
     WHERE s.payments OPERATOR(pg_catalog.<>) f.payments OR s.refunds OPERATOR(pg_catalog.<>) f.refunds
+    UNION ALL
+    SELECT NULL, pg_catalog.format('pay_stats counts %s authorizations, %s captures, %s voids and %s increments %s, '
+                                   'the ledger holds %s, %s, %s and %s',
+                                   s.authorizations, s.captures, s.voids, s.increments, s.status,
+                                   f.authorizations, f.captures, f.voids, f.increments)
+    FROM (SELECT t.status,
+                 pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION') AS authorizations,
+                 pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}'))
+                     AS captures,
+                 pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'VOID') AS voids,
+                 pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'INCREMENT') AS increments
+          FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS t(status)
+          LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) t.status
+          GROUP BY t.status) AS f
+    JOIN @extschema@.pay_stats AS s ON s.status OPERATOR(pg_catalog.=) f.status
+    WHERE (s.authorizations, s.captures, s.voids, s.increments)
+          IS DISTINCT FROM (f.authorizations, f.captures, f.voids, f.increments)
+    UNION ALL
+    SELECT NULL, pg_catalog.format('pay_stats_amounts counts %s authorized and %s captured in %s, '
+                                   'the journal and the archive %s and %s',
+                                   COALESCE(s.authorized, 0), COALESCE(s.captured, 0), COALESCE(s.currency, f.currency),
+                                   COALESCE(f.authorized, 0), COALESCE(f.captured, 0))
+    FROM @extschema@.pay_stats_amounts AS s
+    FULL JOIN (SELECT c.currency,
+                      COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{AUTHORIZATION,INCREMENT}')), 0)
+                          AS authorized,
+                      COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')), 0)
+                          AS captured
+               FROM (SELECT j.from_status, j.to_status, l.kind, j.currency, j.amount
+                     FROM @extschema@.pay_journal AS j
+                     JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) j.bizno
+                     WHERE l.kind IS NOT NULL
+                     UNION ALL
+                     SELECT a.from_status, a.to_status, a.kind, a.currency, a.amount
+                     FROM @extschema@.pay_archive_counts AS a
+                     WHERE a.kind IS NOT NULL) AS c
+               WHERE c.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+                 AND c.from_status IS DISTINCT FROM 'SUCCESS'::@extschema@.pay_status
+               GROUP BY 1) AS f
+      ON f.currency OPERATOR(pg_catalog.=) s.currency
+    WHERE (s.authorized, s.captured) IS DISTINCT FROM (f.authorized, f.captured)
     UNION ALL
     SELECT NULL, pg_catalog.format('pay_stats_transitions counts %s transitions from %s to %s, the journal and the archive %s',
                                    COALESCE(s.transitions, 0),
@@ -2202,9 +2283,11 @@ COMMENT ON FUNCTION @extschema@.pay_stats_second_charge(text, text, text, bigint
 'What a journal row of a second charge adds to pay_stats: reported, confirmed, found (on a statement first) or late report';
 
 -- The journal rows and deletions no count includes yet: those not visible in
--- the snapshot counted, numbered from counted_from on.  A refund is known by
--- its ledger row (a join: looked up row by row for a few rows, hashed for the
--- first fold's whole journal), or by its deletion when the row is gone.  Without a
+-- the snapshot counted, numbered from counted_from on.  A refund and the card
+-- flow's kind of a row are known by its ledger row (a join: looked up row by
+-- row for a few rows, hashed for the first fold's whole journal), or by its
+-- deletion when the row is gone; a row of the card flow brings its currency
+-- and amount, which the counts sum.  Without a
 -- search_path of its own (every name in it is qualified) the planner inlines
 -- it, and so sees counted_from's value; bounded above too (no row visible
 -- has a number the sequence has not handed out), the range reads as narrow
@@ -2212,17 +2295,18 @@ COMMENT ON FUNCTION @extschema@.pay_stats_second_charge(text, text, text, bigint
 CREATE FUNCTION @extschema@.pay_stats_unfolded(counted_from bigint, counted pg_snapshot,
     OUT seq bigint, OUT bizno text, OUT from_status @extschema@.pay_status,
     OUT to_status @extschema@.pay_status, OUT refund boolean, OUT second_charge text,
-    OUT at timestamptz)
+    OUT at timestamptz, OUT kind text, OUT currency text, OUT amount numeric)
 RETURNS SETOF record
 AS $$
     WITH journal AS (
-        SELECT j.seq, j.bizno, j.from_status, j.to_status, j.channel_ref, j.second_charge, j.at
+        SELECT j.seq, j.bizno, j.from_status, j.to_status, j.channel_ref, j.second_charge, j.at,
+               j.currency, j.amount
         FROM @extschema@.pay_journal AS j
         WHERE j.seq OPERATOR(pg_catalog.>=) $1
           AND j.seq OPERATOR(pg_catalog.<=) (SELECT s.last_value FROM @extschema@.pay_journal_seq_seq AS s)
           AND NOT pg_catalog.pg_visible_in_snapshot(j.txid, $2)),
     deletions AS (
-        SELECT d.seq, d.bizno, d.status, d.refund
+        SELECT d.seq, d.bizno, d.status, d.refund, d.kind
         FROM @extschema@.pay_stats_deletions AS d
         WHERE d.seq OPERATOR(pg_catalog.>=) $1
           AND d.seq OPERATOR(pg_catalog.<=) (SELECT s.last_value FROM @extschema@.pay_journal_seq_seq AS s)
@@ -2235,11 +2319,17 @@ AS $$
            CASE WHEN j.second_charge IS NOT NULL
                 THEN @extschema@.pay_stats_second_charge(j.bizno, j.second_charge, j.channel_ref, j.seq, $1, $2)
            END,
-           j.at
+           j.at, k.kind,
+           CASE WHEN k.kind IS NOT NULL THEN j.currency END,
+           CASE WHEN k.kind IS NOT NULL THEN j.amount END
     FROM journal AS j
     LEFT JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) j.bizno
+    CROSS JOIN LATERAL (SELECT CASE WHEN l.bizno IS NOT NULL THEN l.kind
+                                    ELSE (SELECT pg_catalog.max(d.kind) FROM deletions AS d
+                                          WHERE d.bizno OPERATOR(pg_catalog.=) j.bizno)
+                               END AS kind) AS k
     UNION ALL
-    SELECT d.seq, d.bizno, d.status, NULL, d.refund, NULL, NULL
+    SELECT d.seq, d.bizno, d.status, NULL, d.refund, NULL, NULL, d.kind, NULL, NULL
     FROM deletions AS d
 $$
 LANGUAGE sql STABLE;
@@ -2391,36 +2481,43 @@ BEGIN
         WITH unfolded AS MATERIALIZED (
             SELECT * FROM @extschema@.pay_stats_unfolded(0, '1:1:'::pg_snapshot)),
         folded AS (
-            SELECT f.from_status, f.to_status, f.refund, f.second_charge, pg_catalog.sum(f.n)::bigint AS n
-            FROM (SELECT u.from_status, u.to_status, u.refund, u.second_charge, 1 AS n
+            SELECT f.from_status, f.to_status, f.refund, f.second_charge, f.kind, f.currency,
+                   pg_catalog.sum(f.n)::bigint AS n, pg_catalog.sum(f.amount) AS amount
+            FROM (SELECT u.from_status, u.to_status, u.refund, u.second_charge, u.kind, u.currency,
+                         1 AS n, u.amount
                   FROM unfolded AS u
                   UNION ALL
                   -- and the rows the archive took from the journal
-                  SELECT a.from_status, a.to_status, a.refund, a.second_charge, a.n
+                  SELECT a.from_status, a.to_status, a.refund, a.second_charge, a.kind, a.currency,
+                         a.n, a.amount
                   FROM @extschema@.pay_archive_counts AS a) AS f
-            GROUP BY 1, 2, 3, 4),
+            GROUP BY 1, 2, 3, 4, 5, 6),
         journal_balance AS (
-            SELECT b.status, b.refund, pg_catalog.sum(b.n) AS n
-            FROM (SELECT f.to_status AS status, f.refund, f.n FROM folded AS f
+            SELECT b.status, b.refund, b.kind, pg_catalog.sum(b.n) AS n
+            FROM (SELECT f.to_status AS status, f.refund, f.kind, f.n FROM folded AS f
                   UNION ALL
-                  SELECT f.from_status, f.refund, OPERATOR(pg_catalog.-) f.n FROM folded AS f
+                  SELECT f.from_status, f.refund, f.kind, OPERATOR(pg_catalog.-) f.n FROM folded AS f
                   WHERE f.from_status IS NOT NULL) AS b
-            GROUP BY 1, 2),
+            GROUP BY 1, 2, 3),
         ledger_balance AS (
-            SELECT l.status, l.parent IS NOT NULL AS refund, pg_catalog.count(*) AS n
+            SELECT l.status, l.parent IS NOT NULL AS refund, l.kind, pg_catalog.count(*) AS n
             FROM @extschema@.pay_ledger AS l
-            GROUP BY 1, 2),
+            GROUP BY 1, 2, 3),
         counts AS (
-            INSERT INTO @extschema@.pay_stats_counts (from_status, to_status, refund, second_charge, n)
-            SELECT f.from_status, f.to_status, f.refund, f.second_charge, f.n FROM folded AS f
+            INSERT INTO @extschema@.pay_stats_counts (from_status, to_status, refund, second_charge, n,
+                                                      kind, currency, amount)
+            SELECT f.from_status, f.to_status, f.refund, f.second_charge, f.n, f.kind, f.currency, f.amount
+            FROM folded AS f
             UNION ALL
             -- what the journal implies less what the ledger holds: the rows
             -- deleted before the counts were kept
             SELECT COALESCE(j.status, l.status), NULL, COALESCE(j.refund, l.refund), NULL,
-                   (COALESCE(j.n, 0) OPERATOR(pg_catalog.-) COALESCE(l.n, 0))::bigint
+                   (COALESCE(j.n, 0) OPERATOR(pg_catalog.-) COALESCE(l.n, 0))::bigint,
+                   COALESCE(j.kind, l.kind), NULL, NULL
             FROM journal_balance AS j
             FULL JOIN ledger_balance AS l
               ON l.status OPERATOR(pg_catalog.=) j.status AND l.refund OPERATOR(pg_catalog.=) j.refund
+             AND l.kind IS NOT DISTINCT FROM j.kind
             WHERE COALESCE(j.n, 0) OPERATOR(pg_catalog.<>) COALESCE(l.n, 0)
             RETURNING 1),
         processing AS (
@@ -2460,12 +2557,15 @@ BEGIN
     WITH unfolded AS MATERIALIZED (
         SELECT * FROM @extschema@.pay_stats_unfolded(state.counted_from, state.counted)),
     counts AS (
-        INSERT INTO @extschema@.pay_stats_counts AS c (from_status, to_status, refund, second_charge, n)
-        SELECT u.from_status, u.to_status, u.refund, u.second_charge, pg_catalog.count(*)
+        INSERT INTO @extschema@.pay_stats_counts AS c (from_status, to_status, refund, second_charge, n,
+                                                       kind, currency, amount)
+        SELECT u.from_status, u.to_status, u.refund, u.second_charge, pg_catalog.count(*),
+               u.kind, u.currency, pg_catalog.sum(u.amount)
         FROM unfolded AS u
-        GROUP BY 1, 2, 3, 4
+        GROUP BY 1, 2, 3, 4, 6, 7
         ON CONFLICT ON CONSTRAINT pay_stats_counts_key
-        DO UPDATE SET n = c.n OPERATOR(pg_catalog.+) excluded.n
+        DO UPDATE SET n = c.n OPERATOR(pg_catalog.+) excluded.n,
+                      amount = c.amount OPERATOR(pg_catalog.+) excluded.amount
         RETURNING 1),
     latest AS (
         SELECT DISTINCT ON (u.bizno) u.bizno, u.to_status, u.at
@@ -2552,7 +2652,8 @@ COMMENT ON FUNCTION @extschema@.pay_stats_usable_state() IS
 CREATE FUNCTION @extschema@.pay_stats_read(OUT status @extschema@.pay_status, OUT payments bigint,
     OUT stuck bigint, OUT oldest_processing_since timestamptz, OUT resets bigint,
     OUT duplicate_answers bigint, OUT stats_reset timestamptz, OUT refunds bigint,
-    OUT second_charges bigint, OUT unconfirmed_second_charges bigint)
+    OUT second_charges bigint, OUT unconfirmed_second_charges bigint, OUT authorizations bigint,
+    OUT captures bigint, OUT voids bigint, OUT increments bigint)
 RETURNS SETOF record
 AS $$
 DECLARE
@@ -2594,7 +2695,11 @@ BEGIN
                END,
                CASE WHEN s.status OPERATOR(pg_catalog.=) 'SUCCESS' THEN
                    (SELECT pg_catalog.count(*) FROM second_charges AS c WHERE NOT c.confirmed)
-               END
+               END,
+               pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION'),
+               pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')),
+               pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'VOID'),
+               pg_catalog.count(l.bizno) FILTER (WHERE l.kind OPERATOR(pg_catalog.=) 'INCREMENT')
         FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
         LEFT JOIN @extschema@.pay_ledger AS l ON l.status OPERATOR(pg_catalog.=) s.status
         GROUP BY s.status
@@ -2606,17 +2711,17 @@ BEGIN
     WITH unfolded AS MATERIALIZED (
         SELECT * FROM @extschema@.pay_stats_unfolded(state.counted_from, state.counted)),
     counts AS (
-        SELECT c.from_status, c.to_status, c.refund, c.second_charge, c.n
+        SELECT c.from_status, c.to_status, c.refund, c.second_charge, c.kind, c.n
         FROM @extschema@.pay_stats_counts AS c
         UNION ALL
-        SELECT u.from_status, u.to_status, u.refund, u.second_charge, pg_catalog.count(*)
+        SELECT u.from_status, u.to_status, u.refund, u.second_charge, u.kind, pg_catalog.count(*)
         FROM unfolded AS u
-        GROUP BY 1, 2, 3, 4),
+        GROUP BY 1, 2, 3, 4, 5),
     -- each count enters its to_status and leaves its from_status
     moves AS (
-        SELECT c.to_status AS status, c.refund, c.n FROM counts AS c WHERE c.to_status IS NOT NULL
+        SELECT c.to_status AS status, c.refund, c.kind, c.n FROM counts AS c WHERE c.to_status IS NOT NULL
         UNION ALL
-        SELECT c.from_status, c.refund, OPERATOR(pg_catalog.-) c.n FROM counts AS c
+        SELECT c.from_status, c.refund, c.kind, OPERATOR(pg_catalog.-) c.n FROM counts AS c
         WHERE c.from_status IS NOT NULL),
     latest AS (
         SELECT DISTINCT ON (u.bizno) u.bizno, u.to_status, u.at
@@ -2683,8 +2788,18 @@ BEGIN
                        OPERATOR(pg_catalog.-)
                        COALESCE(pg_catalog.sum(c.n) FILTER (WHERE c.second_charge OPERATOR(pg_catalog.=) 'confirmed'), 0)
                 FROM counts AS c)::bigint
-           END
-    FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
+           END,
+           k.authorizations::bigint, k.captures::bigint, k.voids::bigint, k.increments::bigint
+    FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status),
+         LATERAL (SELECT COALESCE(pg_catalog.sum(m.n) FILTER (WHERE m.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION'), 0)
+                             AS authorizations,
+                         COALESCE(pg_catalog.sum(m.n) FILTER (WHERE m.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')), 0)
+                             AS captures,
+                         COALESCE(pg_catalog.sum(m.n) FILTER (WHERE m.kind OPERATOR(pg_catalog.=) 'VOID'), 0) AS voids,
+                         COALESCE(pg_catalog.sum(m.n) FILTER (WHERE m.kind OPERATOR(pg_catalog.=) 'INCREMENT'), 0)
+                             AS increments
+                  FROM moves AS m
+                  WHERE m.status OPERATOR(pg_catalog.=) s.status) AS k
     ORDER BY s.status;
 END
 $$
@@ -2728,6 +2843,87 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_tem
 
 COMMENT ON FUNCTION @extschema@.pay_stats_transitions_read() IS
 'What the view pay_stats_transitions shows, from the maintained counts';
+
+-- The card flow's money, per currency, from the same counts: what holds
+-- placed (authorizations and increments entering SUCCESS) and what captures
+-- took (captures and final captures entering SUCCESS), ever, the archive's
+-- rows included.  Each is a sum of the amounts its journal rows carry, so
+-- it costs what pay_stats costs, however large the ledger.
+CREATE FUNCTION @extschema@.pay_stats_amounts_read(OUT currency text, OUT authorized numeric,
+    OUT captured numeric)
+RETURNS SETOF record
+AS $$
+DECLARE
+    state @extschema@.pay_stats_state;
+BEGIN
+    state := @extschema@.pay_stats_usable_state();
+    IF state IS NULL THEN
+        RETURN QUERY
+        SELECT c.currency,
+               COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{AUTHORIZATION,INCREMENT}')), 0),
+               COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')), 0)
+        FROM (SELECT j.from_status, j.to_status, l.kind, j.currency, j.amount
+              FROM @extschema@.pay_journal AS j
+              JOIN @extschema@.pay_ledger AS l ON l.bizno OPERATOR(pg_catalog.=) j.bizno
+              WHERE l.kind IS NOT NULL
+              UNION ALL
+              SELECT a.from_status, a.to_status, a.kind, a.currency, a.amount
+              FROM @extschema@.pay_archive_counts AS a
+              WHERE a.kind IS NOT NULL) AS c
+        WHERE c.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+          AND c.from_status IS DISTINCT FROM 'SUCCESS'::@extschema@.pay_status
+        GROUP BY 1
+        ORDER BY 1;
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    SELECT c.currency,
+           COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{AUTHORIZATION,INCREMENT}')), 0),
+           COALESCE(pg_catalog.sum(c.amount) FILTER (WHERE c.kind OPERATOR(pg_catalog.=) ANY ('{CAPTURE,FINAL_CAPTURE}')), 0)
+    FROM (SELECT c.from_status, c.to_status, c.kind, c.currency, c.amount
+          FROM @extschema@.pay_stats_counts AS c
+          WHERE c.kind IS NOT NULL
+          UNION ALL
+          SELECT u.from_status, u.to_status, u.kind, u.currency, u.amount
+          FROM @extschema@.pay_stats_unfolded(state.counted_from, state.counted) AS u
+          WHERE u.kind IS NOT NULL) AS c
+    WHERE c.to_status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+      AND c.from_status IS DISTINCT FROM 'SUCCESS'::@extschema@.pay_status
+    GROUP BY 1
+    ORDER BY 1;
+END
+$$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = @extschema@, pg_temp SET jit = off;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_amounts_read() IS
+'What the view pay_stats_amounts shows, from the maintained counts';
+
+-- The holds the ledger keeps now, by why each is closed (NULL: open), per
+-- currency: how many and what of them is neither captured nor in flight --
+-- what an open hold may still capture, what a void or a final capture
+-- released, what an expired hold no void released.  Expiry changes no row
+-- (it is checked when a step is claimed), so this is a query, not a count:
+-- it reads every authorization the ledger holds (through
+-- pay_ledger_authorization_expires_at, payments left out) and each one's
+-- steps, and the archive's are gone from it.
+CREATE FUNCTION @extschema@.pay_stats_holds(OUT currency text, OUT closed_reason text, OUT holds bigint,
+    OUT uncaptured numeric)
+RETURNS SETOF record
+AS $$
+    SELECT a.currency, b.closed_reason, pg_catalog.count(*),
+           pg_catalog.sum(b.authorized OPERATOR(pg_catalog.-) b.captured OPERATOR(pg_catalog.-) b.capture_in_flight)
+    FROM @extschema@.pay_ledger AS a
+    CROSS JOIN LATERAL @extschema@.pay_authorization_balance(a.bizno) AS b
+    WHERE a.kind OPERATOR(pg_catalog.=) 'AUTHORIZATION'
+      AND a.status OPERATOR(pg_catalog.=) 'SUCCESS'::@extschema@.pay_status
+    GROUP BY 1, 2
+    ORDER BY 1, 2 NULLS FIRST
+$$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_holds() IS
+'The holds of the authorizations in the ledger, per currency and closed_reason (NULL: open): how many, and what is neither captured nor in flight; a query over every authorization, not a count';
 
 -- Guarding a user's table that already exists with the payment state
 -- machine: pay_protect checks the status column's type and every row's
@@ -2889,7 +3085,7 @@ CREATE VIEW @extschema@.pay_stats AS
     SELECT * FROM @extschema@.pay_stats_read();
 
 COMMENT ON VIEW @extschema@.pay_stats IS
-'Per status: payments (refunds included); PROCESSING: stuck ones and the oldest one''s start; INIT: resets ever; SUCCESS and PROCESSING: the duplicate answers pay_begin gave since stats_reset; refunds: how many of the payments are refunds; SUCCESS: second charges ever and those no statement confirmed';
+'Per status: payments (refunds included); PROCESSING: stuck ones and the oldest one''s start; INIT: resets ever; SUCCESS and PROCESSING: the duplicate answers pay_begin gave since stats_reset; refunds: how many of the payments are refunds; SUCCESS: second charges ever and those no statement confirmed; authorizations, captures (final ones included), voids, increments: how many of the payments are rows of the card flow of each kind';
 
 -- Every transition ever journaled, by pair; from_status NULL: created.
 CREATE VIEW @extschema@.pay_stats_transitions AS
@@ -2897,6 +3093,13 @@ CREATE VIEW @extschema@.pay_stats_transitions AS
 
 COMMENT ON VIEW @extschema@.pay_stats_transitions IS
 'How many times the ledger''s rows went from_status -> to_status (from_status NULL: created in to_status), from the maintained counts';
+
+-- What the card flow's holds placed and its captures took, per currency.
+CREATE VIEW @extschema@.pay_stats_amounts AS
+    SELECT * FROM @extschema@.pay_stats_amounts_read();
+
+COMMENT ON VIEW @extschema@.pay_stats_amounts IS
+'Per currency, ever (the archive''s included): authorized, the amounts of the authorizations and increments that succeeded; captured, of the captures that succeeded; from the maintained counts';
 
 -- The currencies, readable by everyone (see the privileges below).
 CREATE VIEW @extschema@.pay_currencies AS
@@ -2955,6 +3158,8 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_stats_refresh(bigint),
     @extschema@.pay_stats_read(),
     @extschema@.pay_stats_transitions_read(),
+    @extschema@.pay_stats_amounts_read(),
+    @extschema@.pay_stats_holds(),
     @extschema@.pay_stats_unfolded(bigint, pg_snapshot),
     @extschema@.pay_stats_second_charge(text, text, text, bigint, bigint, pg_snapshot),
     @extschema@.pay_stats_running_transactions(),
@@ -3058,14 +3263,17 @@ BEGIN
         '@extschema@.pay_refund_open(text, text, numeric, text), '
         '@extschema@.pay_refund_balance(text) '
         'TO %s', role);
-    -- the card flow: what an authorization holds
+    -- the card flow: what an authorization holds, and the figures of them all
     EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.pay_authorization_balance(text) TO %s', role);
+    EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.pay_stats_amounts TO %s', role);
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION @extschema@.pay_stats_amounts_read(), @extschema@.pay_stats_holds() TO %s', role);
 END
 $$
 LANGUAGE plpgsql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
-'Give a finance or operations role what repairing, reconciling, archiving and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_second_charges, pay_archive, pay_archive_verify, pay_stats, pay_stats_transitions, pay_stats_refresh, pay_verify, pay_guards, and what reconciling settles and refunds with';
+'Give a finance or operations role what repairing, reconciling, archiving and watching need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_second_charges, pay_archive, pay_archive_verify, pay_stats, pay_stats_transitions, pay_stats_amounts, pay_stats_holds, pay_stats_refresh, pay_verify, pay_guards, and what reconciling settles and refunds with';
 
 REVOKE ALL ON FUNCTION @extschema@.pay_grant(regrole), @extschema@.pay_grant_operator(regrole) FROM PUBLIC;
 

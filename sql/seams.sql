@@ -1,6 +1,7 @@
 -- Where two features meet: an operator verifying an archived database, the
 -- archive inside a long snapshot, bank references a statement could never
--- print, and the archive's and the counts' own tables written by hand.
+-- print, the archive's and the counts' own tables written by hand, and the
+-- card flow's counts under raw deletions.
 
 SELECT payment_in('SEAM-SUCCESS', 'SUCCESS'), payment_in('SEAM-FAILED', 'FAILED'),
        payment_in('SEAM-PROCESSING', 'PROCESSING');
@@ -156,6 +157,39 @@ RESET row_security;
 RESET check_function_bodies;
 SELECT regexp_replace(problem, '[0-9]+', 'N') AS problem FROM pay_verify() WHERE problem LIKE '%never journals';
 ROLLBACK;
+
+-- 7. pay_stats counts the card flow by kind, and its amounts, whatever a
+-- raw statement deletes: a capture that failed and an increment left INIT,
+-- deleted by hand, leave the counts as a full count finds them, their kind
+-- with them.
+SELECT pay_stats_refresh() AS folded;
+CREATE TEMPORARY TABLE seams_card_before AS
+    SELECT status, payments, refunds, authorizations, captures, voids, increments FROM pay_stats;
+CREATE TEMPORARY TABLE seams_amounts_before AS SELECT * FROM pay_stats_amounts;
+SELECT pay_open_authorization('SEAMCARD', 'order-1', 60, 'EUR') AS auth \gset
+SELECT action FROM pay_claim(:'auth');
+SELECT pay_succeed(:'auth', 'SEAM-HOLD-1', 1);
+SELECT pay_increment_open(:'auth', 'tip', 5) AS tip \gset
+SELECT pay_capture_open(:'auth', 'ship-1', 25, false) AS captured \gset
+SELECT action FROM pay_claim(:'captured');
+SELECT pay_succeed(:'captured', 'SEAM-CAP-1', 1);
+SELECT pay_capture_open(:'auth', 'ship-2', 10, false) AS declined \gset
+SELECT action FROM pay_claim(:'declined');
+SELECT pay_fail(:'declined', 'declined', 1);
+SELECT pay_void_open(:'auth', 'cancel') AS void \gset
+SELECT action FROM pay_claim(:'void');
+SELECT pay_succeed(:'void', 'SEAM-VOID-1', 1);
+DELETE FROM pay_ledger WHERE bizno IN (:'declined', :'tip');
+SELECT s.status, s.payments - b.payments AS payments, s.refunds - b.refunds AS refunds,
+       s.authorizations - b.authorizations AS authorizations, s.captures - b.captures AS captures,
+       s.voids - b.voids AS voids, s.increments - b.increments AS increments
+FROM pay_stats AS s JOIN seams_card_before AS b USING (status) ORDER BY s.status;
+SELECT a.currency, a.authorized - coalesce(b.authorized, 0) AS authorized,
+       a.captured - coalesce(b.captured, 0) AS captured
+FROM pay_stats_amounts AS a LEFT JOIN seams_amounts_before AS b USING (currency) ORDER BY 1;
+SELECT closed_reason, holds, uncaptured FROM pay_stats_holds() WHERE currency = 'EUR' ORDER BY 1;
+SELECT pay_stats_refresh() AS folded_again;
+SELECT count(*) AS stats_problems FROM pay_verify() WHERE problem LIKE 'pay_stats%';
 
 SET client_min_messages = warning;
 DROP OWNED BY regress_seams_app;

@@ -360,23 +360,49 @@ TRUNCATE pay_ledger_archive_2023_06;
 ROLLBACK;
 CREATE ROLE regress_upgrade_ops;
 SELECT pay_grant('regress_upgrade_app'), pay_grant_operator('regress_upgrade_ops');
+-- and a monitoring role as 1.3's doc/monitoring.md made it
+CREATE ROLE regress_upgrade_monitor;
+GRANT SELECT ON pay_stats, pay_stats_transitions TO regress_upgrade_monitor;
+GRANT EXECUTE ON FUNCTION pay_stats_read(), pay_stats_transitions_read() TO regress_upgrade_monitor;
+SELECT counted_from AS counted_from_1_3 FROM pay_stats_state \gset
 ALTER EXTENSION idempotent_pay UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'idempotent_pay';
+-- the counts 1.3 kept are kept (all of payments, of no kind of the card
+-- flow), not counted again
+SELECT counted_from = :counted_from_1_3 AS counts_kept,
+       (SELECT count(*) FROM pay_stats_counts WHERE kind IS NOT NULL) AS counts_of_a_kind
+FROM pay_stats_state;
 -- the roles 1.3 granted hold 1.4's new functions: the application the
 -- batches and the card flow's calls, the operator the card flow's balance
+-- and figures, and the operator and the monitoring role what they read of
+-- pay_stats, made again, with the card flow's figures
 SELECT f AS function,
        has_function_privilege('regress_upgrade_app', f, 'EXECUTE') AS application,
-       has_function_privilege('regress_upgrade_ops', f, 'EXECUTE') AS operator
+       has_function_privilege('regress_upgrade_ops', f, 'EXECUTE') AS operator,
+       has_function_privilege('regress_upgrade_monitor', f, 'EXECUTE') AS monitor
 FROM unnest(ARRAY['pay_open_claim_many(text, text[], numeric[], text)',
                   'pay_settle_many(text[], bigint[], pay_status[], text[], text[])',
                   'pay_open_authorization(text, text, numeric, text, interval)',
                   'pay_capture_open(text, text, numeric, boolean)',
                   'pay_void_open(text, text)',
                   'pay_increment_open(text, text, numeric)',
-                  'pay_authorization_balance(text)']) AS f ORDER BY 1;
+                  'pay_authorization_balance(text)',
+                  'pay_stats_read()', 'pay_stats_amounts_read()', 'pay_stats_holds()']) AS f ORDER BY 1;
+SELECT v AS view, has_table_privilege('regress_upgrade_app', v, 'SELECT') AS application,
+       has_table_privilege('regress_upgrade_ops', v, 'SELECT') AS operator,
+       has_table_privilege('regress_upgrade_monitor', v, 'SELECT') AS monitor
+FROM unnest(ARRAY['pay_stats', 'pay_stats_amounts']) AS v ORDER BY 1;
 SELECT bizno, status, attempt, amount, currency, channel_ref FROM pay_ledger WHERE bizno LIKE 'UP-%' ORDER BY bizno;
 SELECT (pay_claim('UP-9')).action AS replayed;
 SELECT pay_succeed('UP-10', 'BANK-10', 1) AS settled_across_the_update;
+-- the card flow, counted on top of 1.3's counts
+SELECT pay_open_authorization('UPCARD', 'order-1', 20, 'EUR') AS up_auth \gset
+SELECT (pay_claim(:'up_auth')).action AS up_auth_claimed, pay_succeed(:'up_auth', 'BANK-UP-HOLD', 1) AS held;
+SELECT pay_capture_open(:'up_auth', 'ship', 5, false) AS up_capture \gset
+SELECT (pay_claim(:'up_capture')).action AS up_capture_claimed, pay_succeed(:'up_capture', 'BANK-UP-CAP', 1) AS captured;
+SELECT status, payments, refunds, authorizations, captures, voids, increments FROM pay_stats ORDER BY status;
+SELECT * FROM pay_stats_amounts;
+SELECT * FROM pay_stats_holds();
 -- the entry into SUCCESS names its answer from 1.4 on; one journaled
 -- before names none, and pay_verify compares none of it
 SELECT bizno, channel_ref, response_digest FROM pay_journal
@@ -392,6 +418,8 @@ SELECT * FROM pay_verify();
 DROP OWNED BY regress_upgrade_app;
 DROP OWNED BY regress_upgrade_ops;
 DROP ROLE regress_upgrade_ops;
+DROP OWNED BY regress_upgrade_monitor;
+DROP ROLE regress_upgrade_monitor;
 :describe_extension \gset from_1_3_
 
 -- A fresh install runs the complete script, not 1.0 and the updates: its

@@ -98,7 +98,7 @@ WHERE i.inhparent IN ('pay_ledger_archive'::regclass, 'pay_journal_archive'::reg
 UPDATE wp_targets SET row_order = 'length(hashes) DESC' WHERE kind = 'pay_archive_keys';
 UPDATE wp_targets SET row_filter = $$month = '2024-11-01'$$ WHERE kind = 'pay_archive_months';
 UPDATE wp_targets SET row_filter = $$from_status = 'PROCESSING' AND to_status = 'SUCCESS' AND NOT refund
-                                     AND second_charge IS NULL$$
+                                     AND second_charge IS NULL AND kind IS NULL$$
 WHERE kind IN ('pay_stats_counts', 'pay_archive_counts');
 INSERT INTO wp_targets
 SELECT 'pay_ledger', format('pay_ledger %s row', s), format('bizno = %L', 'WP-' || s), NULL
@@ -370,6 +370,10 @@ INSERT INTO wp_policy VALUES
 -- the row flipped to a refund's is one the table has already
 ('pay_archive_counts', 'UPDATE refund', '23505 pay_archive_counts_key', '23505 pay_archive_counts_key'),
 ('pay_archive_counts', 'UPDATE second_charge', 'ok', 'ok'),
+('pay_archive_counts', 'UPDATE kind', '23514 pay_archive_counts_kind', '23514 pay_archive_counts_kind'),
+-- the row written is a payment's, which sums no amount and has no currency
+('pay_archive_counts', 'UPDATE amount', 'ok', 'ok'),
+('pay_archive_counts', 'UPDATE currency', 'ok', 'ok'),
 ('pay_archive_counts', 'DELETE', 'ok, detected', 'ok, detected'),
 ('pay_archive_counts', 'TRUNCATE', '23514 pay_append_only', '23514 pay_append_only'),
 -- pay_stats' tables: the owner's to write; pay_verify compares the counts
@@ -377,6 +381,9 @@ INSERT INTO wp_policy VALUES
 ('pay_stats_counts', 'UPDATE %', 'ok, detected', 'ok, detected'),
 ('pay_stats_counts', 'UPDATE refund', '23505 pay_stats_counts_key', '23505 pay_stats_counts_key'),
 ('pay_stats_counts', 'UPDATE second_charge', '23514 pay_stats_counts_second_charge', '23514 pay_stats_counts_second_charge'),
+('pay_stats_counts', 'UPDATE kind', '23514 pay_stats_counts_kind', '23514 pay_stats_counts_kind'),
+('pay_stats_counts', 'UPDATE amount', 'ok', 'ok'),
+('pay_stats_counts', 'UPDATE currency', 'ok', 'ok'),
 ('pay_stats_counts', 'DELETE', 'ok, detected', 'ok, detected'),
 ('pay_stats_counts', 'TRUNCATE', 'ok, detected', 'ok, detected'),
 ('pay_stats_deletions', 'INSERT a deletion', 'ok, detected', 'ok, detected'),

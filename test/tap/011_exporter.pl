@@ -3,7 +3,10 @@
 # a free loopback port, once as the read-only role of doc/monitoring.md with
 # the exporter's own metrics switched off, once as an operator role
 # (pay_grant_operator) with its defaults, after a restart without
-# shared_preload_libraries.  Every idempotent_pay_ metric is held to the
+# shared_preload_libraries.  The workload pays, fails, resets, refunds and
+# charges twice, and runs the card flow (authorizations captured in part
+# and in full, voided, raised, left to expire, and one closed and archived).
+# Every idempotent_pay_ metric is held to the
 # workload by name, labels, type and value, and no other is served.  Skipped
 # when the exporter is not installed.
 use strict;
@@ -75,6 +78,57 @@ for my $sql ('SELECT count(*) FROM pay_ledger', 'SELECT pay_stats_reset()', "SEL
 # for longer than stuck_after when the exporter reads them.
 is(as_role('payment_app', q{SELECT action FROM pay_claim('STUCK-1', 10, 'EUR');
 	SELECT action FROM pay_claim('STUCK-2', 20, 'EUR')}), "PROCEED\nPROCEED", 'two payments PROCESSING');
+
+# The card flow, in EUR: A1 authorized 30 and captured in full by a final
+# capture, then archived with its capture (the only settled payment yet);
+# A2 authorized 50 for a second, left to expire; A3 authorized 80, raised by
+# an increment of 20, captured 30, its void FAILED (the hold open again);
+# A4 authorized 100, captured 40, voided (60 released).
+sub card
+{
+	my ($sql) = @_;
+	return as_role('payment_app', $sql);
+}
+
+# Claim and settle a row of the card flow: SUCCESS, or FAILED when $fail.
+sub settle
+{
+	my ($bizno, $ref, $fail) = @_;
+	my $settle = $fail ? "pay_fail('$bizno', 'declined', 1)" : "pay_succeed('$bizno', '$ref', 1)";
+	return card("SELECT action FROM pay_claim('$bizno'); SELECT $settle");
+}
+my %card;
+$card{A1} = card(q{SELECT pay_open_authorization('SHOP', 'CARD-1', 30, 'EUR')});
+is(settle($card{A1}, 'HOLD-1'), "PROCEED
+SUCCESS", 'A1 authorized');
+$card{F1} = card(qq{SELECT pay_capture_open('$card{A1}', 'all', 30)});
+is(settle($card{F1}, 'CAP-F1'), "PROCEED
+SUCCESS", 'A1 captured in full by a final capture');
+is(as_role('payment_ops', 'SELECT pay_archive(now())'), 1, 'the closed authorization A1 archived, with its capture');
+$card{A2} = card(q{SELECT pay_open_authorization('SHOP', 'CARD-2', 50, 'EUR', '1 second')});
+is(settle($card{A2}, 'HOLD-2'), "PROCEED
+SUCCESS", 'A2 authorized for a second');
+$card{A3} = card(q{SELECT pay_open_authorization('SHOP', 'CARD-3', 80, 'EUR')});
+is(settle($card{A3}, 'HOLD-3'), "PROCEED
+SUCCESS", 'A3 authorized');
+$card{I3} = card(qq{SELECT pay_increment_open('$card{A3}', 'tip', 20)});
+is(settle($card{I3}, 'INC-3'), "PROCEED
+SUCCESS", 'A3 raised by 20');
+$card{C3} = card(qq{SELECT pay_capture_open('$card{A3}', 'part', 30, false)});
+is(settle($card{C3}, 'CAP-C3'), "PROCEED
+SUCCESS", 'A3 captured in part');
+$card{V3} = card(qq{SELECT pay_void_open('$card{A3}', 'cancel')});
+is(settle($card{V3}, undef, 1), "PROCEED
+FAILED", "A3's void failed");
+$card{A4} = card(q{SELECT pay_open_authorization('SHOP', 'CARD-4', 100, 'EUR')});
+is(settle($card{A4}, 'HOLD-4'), "PROCEED
+SUCCESS", 'A4 authorized');
+$card{C4} = card(qq{SELECT pay_capture_open('$card{A4}', 'part', 40, false)});
+is(settle($card{C4}, 'CAP-C4'), "PROCEED
+SUCCESS", 'A4 captured in part');
+$card{V4} = card(qq{SELECT pay_void_open('$card{A4}', 'cancel')});
+is(settle($card{V4}, 'VOID-4'), "PROCEED
+SUCCESS", 'A4 voided');
 
 # Five paid: three opened first (INIT), two claimed at once; two more
 # opened, to fail.
@@ -148,25 +202,51 @@ is(as_role('payment_app', q{SELECT action FROM pay_claim('FRESH-1', 30, 'EUR')})
 	'PROCEED', 'a third payment PROCESSING');
 
 # What the workload leaves, as the exporter must serve it (without the
-# label "server").
+# label "server").  The card flow's rows are payments, its steps also
+# refunds (rows with a parent); A1 and F1 are in the archive.
 my %expected = (
 	'idempotent_pay_payments{status="INIT"}' => 2,          # FAIL-1 reset, refund R-2
 	'idempotent_pay_payments{status="PROCESSING"}' => 3,    # STUCK-1, STUCK-2, FRESH-1
-	'idempotent_pay_payments{status="SUCCESS"}' => 6,       # five payments and refund R-1
-	'idempotent_pay_payments{status="FAILED"}' => 1,        # FAIL-2
+	# five payments, refund R-1; A2, A3, I3, C3, A4, C4, V4
+	'idempotent_pay_payments{status="SUCCESS"}' => 13,
+	'idempotent_pay_payments{status="FAILED"}' => 2,        # FAIL-2, V3
 	'idempotent_pay_refunds{status="INIT"}' => 1,
 	'idempotent_pay_refunds{status="PROCESSING"}' => 0,
-	'idempotent_pay_refunds{status="SUCCESS"}' => 1,
-	'idempotent_pay_refunds{status="FAILED"}' => 0,
-	# pay_open of five orders and pay_refund_open of two
-	'idempotent_pay_transitions_total{from_status="none",to_status="INIT"}' => 7,
+	'idempotent_pay_refunds{status="SUCCESS"}' => 5,        # R-1; I3, C3, C4, V4
+	'idempotent_pay_refunds{status="FAILED"}' => 1,         # V3
+	# pay_open of five orders, pay_refund_open of two, the card flow's ten rows
+	'idempotent_pay_transitions_total{from_status="none",to_status="INIT"}' => 17,
 	# pay_claim of STUCK-1, STUCK-2, PAY-4, PAY-5, FRESH-1
 	'idempotent_pay_transitions_total{from_status="none",to_status="PROCESSING"}' => 5,
-	# pay_claim of the five orders and of refund R-1
-	'idempotent_pay_transitions_total{from_status="INIT",to_status="PROCESSING"}' => 6,
-	'idempotent_pay_transitions_total{from_status="PROCESSING",to_status="SUCCESS"}' => 6,
-	'idempotent_pay_transitions_total{from_status="PROCESSING",to_status="FAILED"}' => 2,
+	# pay_claim of the five orders, of refund R-1 and of the card flow's ten rows
+	'idempotent_pay_transitions_total{from_status="INIT",to_status="PROCESSING"}' => 16,
+	'idempotent_pay_transitions_total{from_status="PROCESSING",to_status="SUCCESS"}' => 15,
+	'idempotent_pay_transitions_total{from_status="PROCESSING",to_status="FAILED"}' => 3,
 	'idempotent_pay_transitions_total{from_status="FAILED",to_status="INIT"}' => 1,
+	# the card flow's rows in the ledger, by kind and status
+	(map {
+			my ($kind, $status, $n) = @$_;
+			("idempotent_pay_card_rows{kind=\"$kind\",status=\"$status\"}" => $n)
+		} (
+			[ 'AUTHORIZATION', 'SUCCESS', 3 ],    # A2, A3, A4
+			[ 'CAPTURE', 'SUCCESS', 2 ],          # C3, C4
+			[ 'VOID', 'SUCCESS', 1 ],             # V4
+			[ 'VOID', 'FAILED', 1 ],              # V3
+			[ 'INCREMENT', 'SUCCESS', 1 ],        # I3
+			map {
+				my $kind = $_;
+				map { [ $kind, $_, 0 ] } ($kind eq 'VOID' ? ('INIT', 'PROCESSING') : ('INIT', 'PROCESSING', 'FAILED'))
+			} qw(AUTHORIZATION CAPTURE VOID INCREMENT))),
+	# A1 30, A2 50, A3 80, I3 20, A4 100; F1 30, C3 30, C4 40: the archive's too
+	'idempotent_pay_card_amount_authorized_total{currency="EUR"}' => 280,
+	'idempotent_pay_card_amount_captured_total{currency="EUR"}' => 100,
+	# A3: 100 held, 30 captured; A2: expired; A4: voided, 60 released
+	'idempotent_pay_card_holds_count{currency="EUR",state="open"}' => 1,
+	'idempotent_pay_card_holds_uncaptured{currency="EUR",state="open"}' => 70,
+	'idempotent_pay_card_holds_count{currency="EUR",state="expired"}' => 1,
+	'idempotent_pay_card_holds_uncaptured{currency="EUR",state="expired"}' => 50,
+	'idempotent_pay_card_holds_count{currency="EUR",state="released"}' => 1,
+	'idempotent_pay_card_holds_uncaptured{currency="EUR",state="released"}' => 60,
 	# (a second charge is journaled SUCCESS -> SUCCESS: no transition)
 	'idempotent_pay_duplicate_answers_total{answer="ALREADY_SUCCEEDED"}' => 3,
 	'idempotent_pay_duplicate_answers_total{answer="IN_PROGRESS"}' => 2,
@@ -184,7 +264,12 @@ my %type = (
 	idempotent_pay_oldest_processing_age_seconds => 'gauge',
 	idempotent_pay_second_charges_total => 'counter',
 	idempotent_pay_second_charges_unconfirmed => 'gauge',
-	idempotent_pay_resets_total => 'counter');
+	idempotent_pay_resets_total => 'counter',
+	idempotent_pay_card_rows => 'gauge',
+	idempotent_pay_card_amount_authorized_total => 'counter',
+	idempotent_pay_card_amount_captured_total => 'counter',
+	idempotent_pay_card_holds_count => 'gauge',
+	idempotent_pay_card_holds_uncaptured => 'gauge');
 
 # How long the oldest PROCESSING payment has been, by the server's clock.
 sub oldest_age

@@ -1,5 +1,6 @@
 # pay_stats reads counts the journal keeps instead of scanning the ledger.
-# Under concurrent payments, deletions, resets, refunds, second charges and
+# Under concurrent payments, deletions, resets, refunds, second charges, the
+# card flow (holds captured, declined, voided, raised and left to expire) and
 # pay_archive taking what was settled (compared in REPEATABLE READ, each answer equals a full count in the same
 # snapshot); with a million payments; after a backend is killed with
 # SIGKILL in the middle of the work; and after pg_dump and pg_restore with
@@ -95,6 +96,40 @@ DELETE FROM pay_ledger WHERE parent = 'E-' || :k;
 COMMIT;
 \endif
 },
+	# the card flow: a hold of three seconds, captured in part (or declined),
+	# voided now and then, or left to expire, when the archive may take it
+	'card.pgbench' => q{
+DO $$
+DECLARE
+    k text := md5(random()::text);
+    r int := floor(random() * 4)::int;
+    auth text;
+    step text;
+BEGIN
+    PERFORM set_config('idempotent_pay.claim_in_transaction', 'allow', true);
+    auth := pay_open_authorization('CARD', k, 50, 'EUR', '3 seconds');
+    PERFORM pay_claim(auth);
+    PERFORM pay_succeed(auth, 'H' || k, 1);
+    IF r = 3 THEN
+        step := pay_increment_open(auth, 'tip', 5);
+        PERFORM pay_claim(step);
+        PERFORM pay_succeed(step, 'I' || k, 1);
+    END IF;
+    step := pay_capture_open(auth, 'c1', 20, false);
+    PERFORM pay_claim(step);
+    IF r = 0 THEN
+        PERFORM pay_fail(step, 'declined', 1);
+    ELSE
+        PERFORM pay_succeed(step, 'C' || k, 1);
+    END IF;
+    IF r <= 1 THEN
+        step := pay_void_open(auth, 'v');
+        PERFORM pay_claim(step);
+        PERFORM pay_succeed(step, 'V' || k, 1);
+    END IF;
+END
+$$;
+},
 	'read.pgbench' => "SELECT count(*) FROM pay_stats;\n",
 	# the archive takes what was settled a second ago, in small batches
 	'archive.pgbench' => "SELECT pay_archive(now() - interval '1 second', 200);\n",
@@ -121,7 +156,7 @@ sub start_pgbench
 	return $run;
 }
 
-my $work = start_pgbench('busy', 20, 3, 'pay.pgbench@6', 'edges.pgbench@3', 'read.pgbench@1');
+my $work = start_pgbench('busy', 20, 3, 'pay.pgbench@6', 'edges.pgbench@3', 'card.pgbench@2', 'read.pgbench@1');
 my $compare = start_pgbench('busy', 20, 1, 'compare.pgbench');
 my $archive = start_pgbench('busy', 20, 1, 'archive.pgbench');
 ok($work->{harness}->finish, 'the concurrent work ran without an error') or diag($work->{err});
@@ -133,6 +168,10 @@ ok($compare->{harness}->finish, 'every comparison during it found pay_stats equa
 my ($compared) = $compare->{out} =~ /number of transactions actually processed: (\d+)/;
 ok($compared > 0, "compared in the same snapshot while paying ($compared times)");
 is(check_stats($node, 'busy'), 'equal', 'pay_stats equals a full count after the work');
+ok( $node->safe_psql('busy', q{SELECT sum(n) FROM pay_archive_counts WHERE kind = 'AUTHORIZATION'}) > 0,
+	'the archive took authorizations of the card flow meanwhile');
+ok( $node->safe_psql('busy', q{SELECT count(*) FROM pay_stats_holds() WHERE closed_reason IS NOT NULL}) > 0,
+	'and some holds in the ledger are closed or expired');
 cmp_ok($node->safe_psql('busy', q{SELECT sum(n) FROM pay_stats_counts WHERE to_status IS NULL}),
 	'>', 0, 'deletions were counted');
 

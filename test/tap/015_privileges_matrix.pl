@@ -149,6 +149,8 @@ my %call = (
 	'pay_stats_refresh(bigint)' => q{SELECT pay_stats_refresh(0)},
 	'pay_stats_read()' => q{SELECT * FROM pay_stats_read()},
 	'pay_stats_transitions_read()' => q{SELECT * FROM pay_stats_transitions_read()},
+	'pay_stats_amounts_read()' => q{SELECT * FROM pay_stats_amounts_read()},
+	'pay_stats_holds()' => q{SELECT * FROM pay_stats_holds()},
 	'pay_stats_second_charge(text,text,text,bigint,bigint,pg_snapshot)' =>
 	  q{SELECT pay_stats_second_charge('M-DOUBLE', 'reported', 'BANK-OTHER', %DOUBLE_SEQ%, 0, pg_current_snapshot())},
 	'pay_stats_unfolded(bigint,pg_snapshot)' => q{SELECT * FROM pay_stats_unfolded(0, pg_current_snapshot())},
