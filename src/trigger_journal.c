@@ -146,14 +146,19 @@ pay_ledger_journal(PG_FUNCTION_ARGS)
 	PayDeformLedgerRow(rel, is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple, &row);
 	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
 	{
+		Datum		kind = (Datum) 0;
+		bool		kind_null = true;
+
 		col = catalog->ledger_attnums;
 		isnull = col[LEDGER_PARENT] == InvalidAttrNumber ||
 			PayLedgerValueIsNull(&row, col[LEDGER_PARENT]);
+		if (col[LEDGER_KIND] != InvalidAttrNumber)
+			kind = PayLedgerValue(&row, col[LEDGER_KIND], &kind_null);
 		bizno = PayRequiredValue(rel, &row, col[LEDGER_BIZNO]);
 		/* pay_archive records the deletions of the rows it moves, all at once */
 		if (!PayArchiveWasMoved(PAY_MOVED_LEDGER_ROW, PayArchiveKeyHash(bizno)))
 			PayLedgerRecordDeletion(catalog, rel, bizno, PayLedgerStatus(catalog, rel, &row),
-									!isnull);
+									!isnull, kind, kind_null);
 		return PointerGetDatum(NULL);
 	}
 	if (is_update)

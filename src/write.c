@@ -211,13 +211,14 @@ PayJournalAppend(const PayCatalog *catalog, Relation journal, const Datum *value
 
 /*
  * Record that the ledger row bizno, in status, was deleted, for the counts
- * of pay_stats (the journal records no deletion); rare, so always by SQL.
+ * of pay_stats (the journal records no deletion), with the card flow's kind
+ * of the row (kind_null for a payment or refund); rare, so always by SQL.
  */
 void
 PayLedgerRecordDeletion(const PayCatalog *catalog, Relation ledger, Datum bizno,
-						PayStatus status, bool refund)
+						PayStatus status, bool refund, Datum kind, bool kind_null)
 {
-	PaySqlRecordDeletion(catalog, ledger, bizno, status, refund);
+	PaySqlRecordDeletion(catalog, ledger, bizno, status, refund, kind, kind_null);
 }
 
 /*

@@ -60,7 +60,7 @@ extern void PayJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const
 extern void PayJournalAppend(const PayCatalog *catalog, Relation journal,
 							 const Datum *values, const bool *nulls);
 extern void PayLedgerRecordDeletion(const PayCatalog *catalog, Relation ledger, Datum bizno,
-									PayStatus status, bool refund);
+									PayStatus status, bool refund, Datum kind, bool kind_null);
 
 extern void PayRequireRowWritten(bool written, Datum bizno);
 

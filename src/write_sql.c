@@ -516,21 +516,26 @@ PaySqlJournalSecondCharge(const PayCatalog *catalog, Datum bizno, const char *ki
 
 /*
  * Record the deletion of ledger row bizno in pay_stats_deletions, as the
- * ledger's owner (the deleting role may not write that table).
+ * ledger's owner (the deleting role may not write that table).  Only a row
+ * of the card flow names its kind: a ledger of before 1.4, which has none,
+ * has a pay_stats_deletions without the column.
  */
 void
 PaySqlRecordDeletion(const PayCatalog *catalog, Relation ledger, Datum bizno,
-					 PayStatus status, bool refund)
+					 PayStatus status, bool refund, Datum kind, bool kind_null)
 {
-	Oid			types[3] = {TEXTOID, catalog->status_type, BOOLOID};
-	Datum		values[3] = {bizno, PayStatusGetDatum(catalog, status), BoolGetDatum(refund)};
+	Oid			types[4] = {TEXTOID, catalog->status_type, BOOLOID, TEXTOID};
+	Datum		values[4] = {bizno, PayStatusGetDatum(catalog, status), BoolGetDatum(refund), kind};
 	PayOwnerContext owner;
 
 	PayBecomeOwner(ledger, &owner);
 	SPI_connect();
-	if (SPI_execute_with_args(psprintf("INSERT INTO %s.pay_stats_deletions (bizno, status, refund) "
-									   "VALUES ($1, $2, $3)", catalog->schema),
-							  3, types, values, NULL, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_with_args(kind_null ?
+							  psprintf("INSERT INTO %s.pay_stats_deletions (bizno, status, refund) "
+									   "VALUES ($1, $2, $3)", catalog->schema) :
+							  psprintf("INSERT INTO %s.pay_stats_deletions (bizno, status, refund, kind) "
+									   "VALUES ($1, $2, $3, $4)", catalog->schema),
+							  kind_null ? 3 : 4, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not record the deletion of a ledger row");
 	SPI_finish();
 	PayRestoreUser(&owner);

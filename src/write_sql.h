@@ -43,7 +43,7 @@ extern bool PaySqlSettle(const PayCatalog *catalog, const PaySettleWrite *settle
 extern void PaySqlJournalSecondCharge(const PayCatalog *catalog, Datum bizno,
 									  const char *kind, Datum channel_ref, const char *note);
 extern void PaySqlRecordDeletion(const PayCatalog *catalog, Relation ledger, Datum bizno,
-								 PayStatus status, bool refund);
+								 PayStatus status, bool refund, Datum kind, bool kind_null);
 extern void PaySqlJournalInsert(const PayCatalog *catalog, Relation journal,
 								const Datum *values, const bool *nulls);
 
