@@ -64,6 +64,7 @@
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -235,10 +236,14 @@ typedef struct AuthorizationBalance
 	const char *closed_reason;	/* NULL while open */
 } AuthorizationBalance;
 
-/* The authorization's own columns the balance reads, from its locked row. */
+/* The authorization's columns the checks read, from its locked row. */
 typedef struct LockedAuthorization
 {
 	PayStatus	status;
+	Datum		currency;
+	bool		currency_null;
+	Datum		kind;
+	bool		kind_null;
 	Datum		amount;
 	bool		amount_null;
 	Datum		expires_at;
@@ -297,18 +302,145 @@ ParentIndex(const PayCatalog *catalog, Relation rel)
 }
 
 /*
- * Whether the children may be summed through the access methods as the
- * executor would read them for pay_authorization_balance: the owner (the
- * user the check runs as) may read the whole ledger, no row security can
- * filter what it reads, no module watches the executor's permission checks,
- * and an index finds the children.  Else the check runs the function's SQL.
+ * Whether the check may lock the authorization and sum its children through
+ * the access methods, as the executor would run its SELECT ... FOR NO KEY
+ * UPDATE and pay_authorization_balance: the owner (the user the check runs
+ * as) may read and lock every row of the ledger, no row security can filter
+ * what it reads, no module watches the executor's permission checks, and an
+ * index finds the children.  Else the check runs the SQL.
  */
 static bool
-SumsDirectly(const PayCatalog *catalog, Relation rel)
+ChecksDirectly(const PayCatalog *catalog, Relation rel)
 {
 	return !rel->rd_rel->relrowsecurity && ExecutorCheckPerms_hook == NULL &&
-		pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
+		pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_SELECT | ACL_UPDATE) == ACLCHECK_OK &&
 		OidIsValid(ParentIndex(catalog, rel));
+}
+
+/*
+ * Lock the row of authorization parent FOR NO KEY UPDATE as the executor
+ * locks the row a SELECT ... FOR NO KEY UPDATE of it finds, through the
+ * primary key: under a new statement's snapshot (past the command counter),
+ * waiting for a concurrent writer; in READ COMMITTED its latest version is
+ * locked (the WHERE clause checked again on it, as EvalPlanQual does), a
+ * concurrent update or delete is a serialization failure otherwise; a row
+ * this command changed already, or deleted, is not found.  The lock is
+ * held to the end of the transaction.  false when there is no row.
+ */
+static bool
+LockAuthorizationDirectly(const PayCatalog *catalog, Relation rel, Datum parent,
+						  LockedAuthorization *authorization)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+	Relation	pkey = index_open(catalog->ledger_pkey, AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	IndexScanDesc scan;
+	ScanKeyData key;
+	Snapshot	snapshot;
+	bool		found;
+
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   pkey->rd_indcollation[0], F_TEXTEQ, parent);
+	scan = PayIndexBeginScan(rel, pkey, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	index_endscan(scan);
+	if (found)
+	{
+		ItemPointerData tid = slot->tts_tid;
+		TM_FailureData failure;
+		TM_Result	result;
+
+		result = table_tuple_lock(rel, &tid, snapshot, slot, GetCurrentCommandId(false),
+								  LockTupleNoKeyExclusive, LockWaitBlock,
+								  TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
+								  (IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION),
+								  &failure);
+		switch (result)
+		{
+			case TM_Ok:
+				if (failure.traversed)
+				{
+					bool		isnull;
+					Datum		bizno = slot_getattr(slot, col[LEDGER_BIZNO], &isnull);
+
+					found = !isnull &&
+						DatumGetBool(DirectFunctionCall2Coll(texteq, pkey->rd_indcollation[0],
+															 bizno, parent));
+				}
+				break;
+			case TM_SelfModified:
+				/* changed by this command or a later one: skipped, as the executor skips it */
+				found = false;
+				break;
+			case TM_Updated:
+			case TM_Deleted:
+				/* READ COMMITTED follows the chain: an update ends here only under a snapshot of the transaction */
+				if (IsolationUsesXactSnapshot())
+					ereport(ERROR,
+							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							 errmsg("could not serialize access due to concurrent update")));
+				if (result == TM_Updated)
+					elog(ERROR, "unexpected table_tuple_lock status: %u", result);
+				found = false;
+				break;
+			case TM_Invisible:
+				elog(ERROR, "attempted to lock invisible tuple");
+				break;
+			default:
+				elog(ERROR, "unexpected table_tuple_lock status: %u", result);
+		}
+	}
+	if (found)
+	{
+		bool		isnull;
+
+		authorization->status =
+			PayStatusFromLabel(catalog, DatumGetObjectId(slot_getattr(slot, col[LEDGER_STATUS], &isnull)));
+		authorization->currency = slot_getattr(slot, col[LEDGER_CURRENCY], &authorization->currency_null);
+		authorization->kind = slot_getattr(slot, col[LEDGER_KIND], &authorization->kind_null);
+		authorization->amount = slot_getattr(slot, col[LEDGER_AMOUNT], &authorization->amount_null);
+		authorization->expires_at = slot_getattr(slot, col[LEDGER_EXPIRES_AT],
+												 &authorization->expires_at_null);
+		/* the values outlive the slot */
+		if (!authorization->currency_null)
+			authorization->currency = datumCopy(authorization->currency, false, -1);
+		if (!authorization->kind_null)
+			authorization->kind = datumCopy(authorization->kind, false, -1);
+		if (!authorization->amount_null)
+			authorization->amount = datumCopy(authorization->amount, false, -1);
+	}
+	UnregisterSnapshot(snapshot);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(pkey, NoLock);	/* held to the end, as the executor holds it */
+	return found;
+}
+
+/* The same lock by the SELECT ... FOR NO KEY UPDATE itself, through SPI. */
+static bool
+LockAuthorizationBySql(const PayCatalog *catalog, Datum parent, LockedAuthorization *authorization)
+{
+	HeapTuple	found;
+	TupleDesc	founddesc;
+	bool		isnull;
+	int			ret;
+
+	ret = SPI_execute_plan(check_plans[CARD_LOCK_AUTHORIZATION], &parent, NULL, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		return false;
+	found = SPI_tuptable->vals[0];
+	founddesc = SPI_tuptable->tupdesc;
+	authorization->status = PayStatusFromLabel(catalog,
+											   DatumGetObjectId(SPI_getbinval(found, founddesc, 1, &isnull)));
+	authorization->currency = SPI_getbinval(found, founddesc, 2, &authorization->currency_null);
+	authorization->kind = SPI_getbinval(found, founddesc, 3, &authorization->kind_null);
+	authorization->amount = SPI_getbinval(found, founddesc, 4, &authorization->amount_null);
+	authorization->expires_at = SPI_getbinval(found, founddesc, 5, &authorization->expires_at_null);
+	return true;
 }
 
 static Datum
@@ -447,8 +579,8 @@ SumChildrenBySql(Datum parent, Snapshot snapshot, AuthorizationBalance *balance)
 static void
 CheckOpenAndLimits(const PayCatalog *catalog, Relation rel, PayCardKind kind,
 				   const char *step_ref, const char *key, Datum parent,
-				   const LockedAuthorization *authorization, Datum amount, bool claiming,
-				   const char *currency)
+				   const LockedAuthorization *authorization, bool direct, Datum amount,
+				   bool claiming, const char *currency)
 {
 	AuthorizationBalance balance;
 	Snapshot	snapshot;
@@ -456,7 +588,7 @@ CheckOpenAndLimits(const PayCatalog *catalog, Relation rel, PayCardKind kind,
 
 	CommandCounterIncrement();
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	if (SumsDirectly(catalog, rel))
+	if (direct)
 		SumChildren(catalog, rel, parent, authorization, snapshot, &balance);
 	else
 		SumChildrenBySql(parent, snapshot, &balance);
@@ -523,15 +655,13 @@ PayCheckCardRow(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 	Datum		currency = heap_getattr(tuple, col[LEDGER_CURRENCY], rowdesc, &currency_null);
 	PayOwnerContext owner;
 	LockedAuthorization authorization;
-	HeapTuple	found;
-	TupleDesc	founddesc;
+	bool		direct;
 	PayStatus	parent_status;
 	Datum		parent_currency;
 	bool		parent_currency_null;
 	Datum		parent_kind;
 	bool		parent_kind_null;
 	const char *currency_text;
-	int			ret;
 
 	if (kind == PAY_CARD_UNKNOWN)
 		RaiseBadStep(rel, psprintf("ledger row %s has kind %s, which is none of the card flow's",
@@ -550,31 +680,28 @@ PayCheckCardRow(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 	SPI_connect();
 	PrepareCheckPlans(catalog);
 
-	ret = SPI_execute_plan(check_plans[CARD_LOCK_AUTHORIZATION], &parent, NULL, false, 1);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
-	if (SPI_processed == 0 && PayArchiveHolds(catalog, parent))
-		ereport(ERROR,
-				(errmsg("%s %s names authorization %s, which was archived",
-						PayCardStepName(kind), step, PayQuoteTextDatum(parent)),
-				 errdetail("An archived authorization is closed and settled for good."),
-				 PayReason(PAY_REASON_ARCHIVED)));
-	if (SPI_processed == 0)
+	direct = ChecksDirectly(catalog, rel);
+	if (direct ? !LockAuthorizationDirectly(catalog, rel, parent, &authorization) :
+		!LockAuthorizationBySql(catalog, parent, &authorization))
+	{
+		if (PayArchiveHolds(catalog, parent))
+			ereport(ERROR,
+					(errmsg("%s %s names authorization %s, which was archived",
+							PayCardStepName(kind), step, PayQuoteTextDatum(parent)),
+					 errdetail("An archived authorization is closed and settled for good."),
+					 PayReason(PAY_REASON_ARCHIVED)));
 		ereport(ERROR,
 				(errmsg("%s %s names authorization %s, which the ledger does not have",
 						PayCardStepName(kind), step, PayQuoteTextDatum(parent)),
 				 errdetail("A step of the card flow belongs to an authorization of the ledger."),
 				 errtable(rel),
 				 PayReason(PAY_REASON_REFUND_UNKNOWN_PARENT)));
-	found = SPI_tuptable->vals[0];
-	founddesc = SPI_tuptable->tupdesc;
-	parent_status = PayStatusFromLabel(catalog,
-									   DatumGetObjectId(SPI_getbinval(found, founddesc, 1, &isnull)));
-	parent_currency = SPI_getbinval(found, founddesc, 2, &parent_currency_null);
-	parent_kind = SPI_getbinval(found, founddesc, 3, &parent_kind_null);
-	authorization.status = parent_status;
-	authorization.amount = SPI_getbinval(found, founddesc, 4, &authorization.amount_null);
-	authorization.expires_at = SPI_getbinval(found, founddesc, 5, &authorization.expires_at_null);
+	}
+	parent_status = authorization.status;
+	parent_currency = authorization.currency;
+	parent_currency_null = authorization.currency_null;
+	parent_kind = authorization.kind;
+	parent_kind_null = authorization.kind_null;
 
 	if (PayCardKindOf(parent_kind, parent_kind_null) != PAY_CARD_AUTHORIZATION)
 		ereport(ERROR,
@@ -609,7 +736,7 @@ PayCheckCardRow(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 
 	if (inserting || entering_processing)
 		CheckOpenAndLimits(catalog, rel, kind, StepReference(kind, step, key, inserting),
-						   PayQuoteTextDatum(key), parent, &authorization, amount,
+						   PayQuoteTextDatum(key), parent, &authorization, direct, amount,
 						   entering_processing, currency_text);
 
 	SPI_finish();
