@@ -211,7 +211,7 @@ pay_open_authorization(PG_FUNCTION_ARGS)
 		insert.expires_in = expires_in;
 		insert.parent_null = true;
 		insert.note = "authorization";
-		if (PayLedgerInsertCard(catalog, &insert, conflict))
+		if (PayLedgerInsertCard(fcinfo, catalog, &insert, conflict))
 		{
 			PayArchiveForgetChecked();
 			bizno = SPI_datumTransfer(bizno, false, -1);
@@ -301,7 +301,7 @@ OpenStep(FunctionCallInfo fcinfo, PayCardKind kind, const char *key_name, bool h
 		/* the bookkeeping refuses a step of what is no held authorization */
 		insert.currency_null = authorization.currency_null;
 		insert.amount_null = !has_amount && authorization.amount_null;
-		if (PayLedgerInsertCard(catalog, &insert, conflict))
+		if (PayLedgerInsertCard(fcinfo, catalog, &insert, conflict))
 		{
 			bizno = SPI_datumTransfer(bizno, false, -1);
 			SPI_finish();

@@ -5,10 +5,11 @@
  *	  authorization by its business action, a step by its key, and recording
  *	  new ones.
  *
- * Always by saved plans of SQL statements: an authorization and its steps
- * are recorded once each, and the ledger's bookkeeping then holds them to
- * the rules of the card flow (card.c) as the executor fires it; their
- * claims and settlements are those of any payment (write.c).
+ * The reads by saved plans of SQL statements; a new row through the access
+ * methods as a new payment is written (write_direct.c), where the policy
+ * allows it, else by SQL.  The ledger's bookkeeping holds every one to the
+ * rules of the card flow (card.c) either way; their claims and settlements
+ * are those of any payment (write.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +21,7 @@
 
 #include "catalog.h"
 #include "write.h"
+#include "write_direct.h"
 #include "write_sql.h"
 
 typedef enum CardPlan
@@ -155,11 +157,13 @@ PayLedgerReadCardRow(const PayCatalog *catalog, Datum bizno, PayCardRow *row)
 /*
  * Insert a new row of the card flow as INIT: an authorization (parent
  * NULL) or a step.  false when a unique key of the new row is taken and
- * conflict is PAY_INSERT_IF_ABSENT.
+ * conflict is PAY_INSERT_IF_ABSENT.  That insert goes through the access
+ * methods, as a new payment's does, where write_direct_policy.c allows it;
+ * the strict one, after a conflict, by SQL, which names the index.
  */
 bool
-PayLedgerInsertCard(const PayCatalog *catalog, const PayCardInsert *insert,
-					PayInsertConflict conflict)
+PayLedgerInsertCard(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+					const PayCardInsert *insert, PayInsertConflict conflict)
 {
 	Datum		args[9] = {
 		insert->bizno, PayStatusGetDatum(catalog, PAY_INIT), insert->amount, insert->currency,
@@ -175,19 +179,27 @@ PayLedgerInsertCard(const PayCatalog *catalog, const PayCardInsert *insert,
 	};
 	MemoryContext context = CurrentMemoryContext;
 	int			ret = 0;
+	bool		direct = false;
+	bool		inserted = false;
 
-	PrepareCardPlans(catalog);
 	/* a refusal of the bookkeeping reaches the caller without this INSERT as its context */
 	PG_TRY();
 	{
-		ret = SPI_execute_plan(card_plans[conflict == PAY_INSERT_IF_ABSENT ? CARD_INSERT : CARD_INSERT_STRICT],
-							   args, nulls, false, 0);
+		direct = conflict == PAY_INSERT_IF_ABSENT && PayDirectInsertCard(fcinfo, insert, &inserted);
+		if (!direct)
+		{
+			PrepareCardPlans(catalog);
+			ret = SPI_execute_plan(card_plans[conflict == PAY_INSERT_IF_ABSENT ? CARD_INSERT : CARD_INSERT_STRICT],
+								   args, nulls, false, 0);
+		}
 	}
 	PG_CATCH();
 	{
 		PaySqlRethrowForCaller(context);
 	}
 	PG_END_TRY();
+	if (direct)
+		return inserted;
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	return SPI_processed == 1;

@@ -783,3 +783,134 @@ PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 	ExecResetTupleTable(estate->es_tupleTable, false);
 	FreeExecutorState(estate);
 }
+
+/*
+ * Whether the card flow's columns an INSERT of its row sets beyond a
+ * payment's are of exactly the types it writes (the policy judges a
+ * payment's; a column of another type takes the SQL path, where the
+ * executor coerces).
+ */
+static bool
+CardColumnsAsInstalled(DirectWrite *write)
+{
+	static const LedgerColumn card_columns[] = {
+		LEDGER_KIND, LEDGER_EXPIRES_IN, LEDGER_PARENT, LEDGER_REFUND_KEY, LEDGER_NOTE
+	};
+	TupleDesc	tupdesc = RelationGetDescr(write->ledger);
+
+	for (int i = 0; i < (int) lengthof(card_columns); i++)
+	{
+		AttrNumber	attnum = write->catalog->ledger_attnums[card_columns[i]];
+		Form_pg_attribute attr;
+
+		if (attnum == InvalidAttrNumber)
+			return false;
+		attr = TupleDescAttr(tupdesc, attnum - 1);
+		if (attr->atttypid != PayLedgerColumnType(write->catalog, card_columns[i]) ||
+			attr->atttypmod != -1)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Insert a new row of the card flow as INIT, as write_card.c's
+ *
+ *		INSERT INTO pay_ledger (bizno, status, amount, currency, kind,
+ *			expires_in, parent, refund_key, note)
+ *		VALUES (...) ON CONFLICT DO NOTHING
+ *
+ * would, with PayDirectInsert's speculative insertion: *inserted is false
+ * when a row with one of its unique keys exists (or a trigger skipped it).
+ * The ledger's BEFORE triggers fire on it as on a payment, the bookkeeping's
+ * check of a step (card.c) among them.  Returns false, having done nothing,
+ * when the write must go through SQL.
+ */
+bool
+PayDirectInsertCard(FunctionCallInfo fcinfo, const PayCardInsert *insert, bool *inserted)
+{
+	DirectWrite write;
+	const AttrNumber *col;
+	HeapTuple	tuple;
+	TupleTableSlot *slot;
+	bool		after_conflict = false;
+	int			columns[5];
+	Datum		values[5];
+	bool		nulls[5];
+
+	if (!BeginDirectWrite(fcinfo, CMD_INSERT, &write))
+		return false;
+	if (!CardColumnsAsInstalled(&write))
+	{
+		EndDirectWrite(&write);
+		return false;
+	}
+
+	*inserted = false;
+	col = write.catalog->ledger_attnums;
+	tuple = FormNewRow(&write, insert->bizno, PAY_INIT, insert->amount_null, insert->amount,
+					   insert->currency_null, insert->currency);
+	columns[0] = col[LEDGER_KIND];
+	values[0] = CStringGetTextDatum(insert->kind);
+	nulls[0] = false;
+	columns[1] = col[LEDGER_EXPIRES_IN];
+	values[1] = insert->expires_in;
+	nulls[1] = insert->expires_in_null;
+	columns[2] = col[LEDGER_PARENT];
+	values[2] = insert->parent;
+	nulls[2] = insert->parent_null;
+	columns[3] = col[LEDGER_REFUND_KEY];
+	values[3] = insert->key;
+	nulls[3] = insert->parent_null;
+	columns[4] = col[LEDGER_NOTE];
+	values[4] = CStringGetTextDatum(insert->note);
+	nulls[4] = false;
+	tuple = heap_modify_tuple_by_cols(tuple, RelationGetDescr(write.ledger), 5, columns,
+									  values, nulls);
+	tuple = FireRowTriggers(&write, TRIGGER_EVENT_BEFORE, TRIGGER_EVENT_INSERT,
+							NULL, tuple, NULL);
+	if (tuple != NULL)
+	{
+		slot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
+		ExecForceStoreHeapTuple(tuple, slot, false);
+		if (RelationGetDescr(write.ledger)->constr)
+			ExecConstraints(write.result, slot, write.estate);
+		PayOpenIndices(write.result, true, slot, write.estate);
+
+		/* PayDirectInsert's speculative insertion, for the same reasons */
+		for (;;)
+		{
+			ItemPointerData conflict;
+			TransactionId xid;
+			uint32		token;
+			bool		speculative_conflict = false;
+
+			CHECK_FOR_INTERRUPTS();
+			if (after_conflict &&
+				!PayExecCheckIndexConstraints(write.result, slot, write.estate, &conflict, NIL))
+			{
+				CheckConflictVisible(&write, &conflict);
+				break;
+			}
+			xid = GetCurrentTransactionId();
+			token = SpeculativeInsertionLockAcquire(xid);
+			table_tuple_insert_speculative(write.ledger, slot, write.estate->es_output_cid,
+										   0, NULL, token);
+			PayExecInsertIndexTuples(write.result, slot, write.estate, false, true,
+									 &speculative_conflict, NIL, false);
+			table_tuple_complete_speculative(write.ledger, slot, token, !speculative_conflict);
+			SpeculativeInsertionLockRelease(xid);
+			if (!speculative_conflict)
+			{
+				*inserted = true;
+				break;
+			}
+			after_conflict = true;
+		}
+		if (*inserted)
+			FireRowTriggers(&write, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_INSERT, NULL,
+							ExecFetchSlotHeapTuple(slot, true, NULL), NULL);
+	}
+	EndDirectWrite(&write);
+	return true;
+}

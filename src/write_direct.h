@@ -2,7 +2,8 @@
  *
  * write_direct.h
  *	  Reads and writes through the table and index access methods, made
- *	  only where write_direct_policy.c allows them.  Called by write.c only.
+ *	  only where write_direct_policy.c allows them.  Called by write.c, and
+ *	  for the card flow's new rows by write_card.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +21,8 @@
 extern bool PayDirectProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row);
 extern bool PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 							const PaymentAmount *amount, bool *inserted);
+extern bool PayDirectInsertCard(FunctionCallInfo fcinfo, const PayCardInsert *insert,
+								bool *inserted);
 extern bool PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle,
 							bool *settled);
 extern void PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
