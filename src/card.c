@@ -261,8 +261,8 @@ static uint64 parent_index_generation = 0;
  * finds.  The unique index on (parent, refund_key) WHERE parent IS NOT NULL
  * is one.  InvalidOid when the ledger has none.
  */
-static Oid
-ParentIndex(const PayCatalog *catalog, Relation rel)
+Oid
+PayCardParentIndex(const PayCatalog *catalog, Relation rel)
 {
 	AttrNumber	parent_attnum = catalog->ledger_attnums[LEDGER_PARENT];
 	Oid			parent_collation = TupleDescAttr(RelationGetDescr(rel), parent_attnum - 1)->attcollation;
@@ -314,7 +314,7 @@ ChecksDirectly(const PayCatalog *catalog, Relation rel)
 {
 	return !rel->rd_rel->relrowsecurity && ExecutorCheckPerms_hook == NULL &&
 		pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_SELECT | ACL_UPDATE) == ACLCHECK_OK &&
-		OidIsValid(ParentIndex(catalog, rel));
+		OidIsValid(PayCardParentIndex(catalog, rel));
 }
 
 /*
@@ -464,7 +464,7 @@ SumChildren(const PayCatalog *catalog, Relation rel, Datum parent,
 			AuthorizationBalance *balance)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
-	Relation	index = index_open(ParentIndex(catalog, rel), AccessShareLock);
+	Relation	index = index_open(PayCardParentIndex(catalog, rel), AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
 	IndexScanDesc scan;
 	ScanKeyData key;

@@ -65,9 +65,10 @@ extern void PayRequireRowWritten(bool written, Datum bizno);
 extern bool PayLedgerHasCardFlow(const PayCatalog *catalog);
 extern bool PayLedgerFindCardOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,
 								   PayCardRow *row);
-extern bool PayLedgerFindCardStep(const PayCatalog *catalog, Datum parent, Datum key,
-								  PayCardRow *row);
-extern bool PayLedgerReadCardRow(const PayCatalog *catalog, Datum bizno, PayCardRow *row);
+extern bool PayLedgerFindCardStep(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+								  Datum parent, Datum key, PayCardRow *row);
+extern bool PayLedgerReadCardRow(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+								 Datum bizno, PayCardRow *row);
 extern bool PayLedgerInsertCard(FunctionCallInfo fcinfo, const PayCatalog *catalog,
 								const PayCardInsert *insert, PayInsertConflict conflict);
 

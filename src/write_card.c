@@ -5,9 +5,10 @@
  *	  authorization by its business action, a step by its key, and recording
  *	  new ones.
  *
- * The reads by saved plans of SQL statements; a new row through the access
- * methods as a new payment is written (write_direct.c), where the policy
- * allows it, else by SQL.  The ledger's bookkeeping holds every one to the
+ * A row found by its key, and a new row, through the access methods as a
+ * payment's are read and written (write_direct.c), where they read and write
+ * what the SQL would; else, and a business action's row, by saved plans of
+ * SQL statements.  The ledger's bookkeeping holds every one to the
  * rules of the card flow (card.c) either way; their claims and settlements
  * are those of any payment (write.c).
  *
@@ -138,19 +139,34 @@ PayLedgerFindCardOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, Pa
 	return ReadCardRow(catalog, CARD_FIND_ORDER, args, row);
 }
 
-/* The step of authorization parent under key; false when there is none. */
+/*
+ * The step of authorization parent under key; false when there is none.
+ * Through the access methods where they read what the SQL would.
+ */
 bool
-PayLedgerFindCardStep(const PayCatalog *catalog, Datum parent, Datum key, PayCardRow *row)
+PayLedgerFindCardStep(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum parent,
+					  Datum key, PayCardRow *row)
 {
 	Datum		args[2] = {parent, key};
+	bool		found;
 
+	if (PayDirectReadCardRow(fcinfo, parent, true, key, row, &found))
+		return found;
 	return ReadCardRow(catalog, CARD_FIND_STEP, args, row);
 }
 
-/* The row of bizno, with its business action; false when there is none. */
+/*
+ * The row of bizno, with its business action; false when there is none.
+ * Through the access methods where they read what the SQL would.
+ */
 bool
-PayLedgerReadCardRow(const PayCatalog *catalog, Datum bizno, PayCardRow *row)
+PayLedgerReadCardRow(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+					 PayCardRow *row)
 {
+	bool		found;
+
+	if (PayDirectReadCardRow(fcinfo, bizno, false, (Datum) 0, row, &found))
+		return found;
 	return ReadCardRow(catalog, CARD_READ_AUTHORIZATION, &bizno, row);
 }
 

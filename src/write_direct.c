@@ -91,7 +91,9 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
+#include "card.h"
 #include "catalog.h"
 #include "compat.h"
 #include "write_direct.h"
@@ -912,5 +914,122 @@ PayDirectInsertCard(FunctionCallInfo fcinfo, const PayCardInsert *insert, bool *
 							ExecFetchSlotHeapTuple(slot, true, NULL), NULL);
 	}
 	EndDirectWrite(&write);
+	return true;
+}
+
+/*
+ * The card flow's plain reads (write_card.c) through the access methods:
+ * the row of bizno through the primary key (by_step false), or the step of
+ * authorization bizno under key through an index led by parent
+ * (PayCardParentIndex), its refund_key compared as the WHERE clause
+ * compares it, in the column's collation.  Under the snapshot a new
+ * statement would take, as PayDirectProbe reads, with the ledger's lock
+ * kept to the end of the transaction; *found false when there is no row.
+ * Returns false, having read nothing, where the executor could read
+ * otherwise or refuse: row security on the ledger, a module watching its
+ * permission checks, a user without SELECT on the whole ledger -- or when
+ * no index is led by parent.
+ */
+bool
+PayDirectReadCardRow(FunctionCallInfo fcinfo, Datum bizno, bool by_step, Datum key,
+					 PayCardRow *row, bool *found)
+{
+	Relation	ledger = table_open(PayCatalogGetTables(fcinfo)->ledger, AccessShareLock);
+	/* the columns as they are now that the ledger is locked */
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	const AttrNumber *col = catalog->ledger_attnums;
+	Oid			index_oid;
+	Relation	index;
+	TupleTableSlot *slot;
+	IndexScanDesc scan;
+	ScanKeyData scankey;
+	Snapshot	snapshot;
+	Oid			key_collation;
+
+	if (ledger->rd_rel->relrowsecurity || ExecutorCheckPerms_hook != NULL ||
+		pg_class_aclcheck(catalog->ledger, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+	{
+		table_close(ledger, NoLock);
+		return false;
+	}
+	index_oid = by_step ? PayCardParentIndex(catalog, ledger) : catalog->ledger_pkey;
+	if (!OidIsValid(index_oid))
+	{
+		table_close(ledger, NoLock);
+		return false;
+	}
+	key_collation = by_step ?
+		TupleDescAttr(RelationGetDescr(ledger), col[LEDGER_REFUND_KEY] - 1)->attcollation :
+		InvalidOid;
+	index = index_open(index_oid, AccessShareLock);
+	slot = table_slot_create(ledger, NULL);
+
+	/* see this transaction's own earlier writes, as a statement would */
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+
+	ScanKeyEntryInitialize(&scankey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[0], F_TEXTEQ, bizno);
+	scan = PayIndexBeginScan(ledger, index, snapshot, 1, 0);
+	index_rescan(scan, &scankey, 1, NULL, 0);
+	*found = false;
+	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		refund_key;
+
+		if (!by_step)
+		{
+			*found = true;
+			break;
+		}
+		refund_key = slot_getattr(slot, col[LEDGER_REFUND_KEY], &isnull);
+		if (!isnull &&
+			DatumGetBool(DirectFunctionCall2Coll(texteq, key_collation, refund_key, key)))
+		{
+			*found = true;
+			break;
+		}
+	}
+	index_endscan(scan);
+	if (*found)
+	{
+		bool		isnull;
+
+		row->bizno = datumCopy(slot_getattr(slot, col[LEDGER_BIZNO], &isnull), false, -1);
+		row->status = PayStatusFromLabel(catalog,
+										 DatumGetObjectId(slot_getattr(slot, col[LEDGER_STATUS],
+																	   &isnull)));
+		row->amount = slot_getattr(slot, col[LEDGER_AMOUNT], &row->amount_null);
+		if (!row->amount_null)
+			row->amount = datumCopy(row->amount, false, -1);
+		row->currency = slot_getattr(slot, col[LEDGER_CURRENCY], &row->currency_null);
+		if (!row->currency_null)
+			row->currency = datumCopy(row->currency, false, -1);
+		row->kind = slot_getattr(slot, col[LEDGER_KIND], &row->kind_null);
+		if (!row->kind_null)
+			row->kind = datumCopy(row->kind, false, -1);
+		row->expires_in = slot_getattr(slot, col[LEDGER_EXPIRES_IN], &row->expires_in_null);
+		if (!row->expires_in_null)
+			row->expires_in = datumCopy(row->expires_in, false, sizeof(Interval));
+		row->order_null = true;
+		if (!by_step)
+		{
+			bool		prefix_null;
+
+			row->prefix = slot_getattr(slot, col[LEDGER_PREFIX], &prefix_null);
+			row->biz_id = slot_getattr(slot, col[LEDGER_BIZ_ID], &row->order_null);
+			row->order_null = row->order_null || prefix_null;
+			if (!row->order_null)
+			{
+				row->prefix = datumCopy(row->prefix, false, -1);
+				row->biz_id = datumCopy(row->biz_id, false, -1);
+			}
+		}
+	}
+	UnregisterSnapshot(snapshot);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(ledger, NoLock);
 	return true;
 }

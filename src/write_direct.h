@@ -3,7 +3,7 @@
  * write_direct.h
  *	  Reads and writes through the table and index access methods, made
  *	  only where write_direct_policy.c allows them.  Called by write.c, and
- *	  for the card flow's new rows by write_card.c.
+ *	  for the card flow's rows by write_card.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -21,6 +21,8 @@
 extern bool PayDirectProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row);
 extern bool PayDirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 							const PaymentAmount *amount, bool *inserted);
+extern bool PayDirectReadCardRow(FunctionCallInfo fcinfo, Datum bizno, bool by_step, Datum key,
+								 PayCardRow *row, bool *found);
 extern bool PayDirectInsertCard(FunctionCallInfo fcinfo, const PayCardInsert *insert,
 								bool *inserted);
 extern bool PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle,
