@@ -313,7 +313,8 @@ static bool
 ChecksDirectly(const PayCatalog *catalog, Relation rel)
 {
 	return !rel->rd_rel->relrowsecurity && ExecutorCheckPerms_hook == NULL &&
-		pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_SELECT | ACL_UPDATE) == ACLCHECK_OK &&
+		pg_class_aclmask(RelationGetRelid(rel), GetUserId(), ACL_SELECT | ACL_UPDATE,
+						 ACLMASK_ALL) == (ACL_SELECT | ACL_UPDATE) &&
 		OidIsValid(PayCardParentIndex(catalog, rel));
 }
 
@@ -353,7 +354,8 @@ LockAuthorizationDirectly(const PayCatalog *catalog, Relation rel, Datum parent,
 		TM_FailureData failure;
 		TM_Result	result;
 
-		result = table_tuple_lock(rel, &tid, snapshot, slot, GetCurrentCommandId(false),
+		/* the command id of a locking statement, marked used as the executor marks it */
+		result = table_tuple_lock(rel, &tid, snapshot, slot, GetCurrentCommandId(true),
 								  LockTupleNoKeyExclusive, LockWaitBlock,
 								  TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
 								  (IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION),
