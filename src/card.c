@@ -22,13 +22,14 @@
  * The figures are not stored: pay_authorization_balance sums them from the
  * children, under the authorization's row lock, and says whether and why
  * the authorization is closed (a void or final capture in flight or done,
- * fully captured, expired at the clock of the check).  The check sums the
- * same in C, through an index on parent, where the executor's scan would
- * read what the access methods read (SumsDirectly); else it runs the
- * function's SQL.  Stored nowhere,
+ * fully captured, expired at the clock of the check).  Stored nowhere,
  * they cannot drift from the rows they sum; closing is one-way because
  * every reason but a failed void or final capture is final (SUCCESS is
- * terminal, the clock moves on).
+ * terminal, the clock moves on).  The check locks the authorization and sums
+ * the same figures in C, through the primary key and an index on parent,
+ * wherever the executor would read what the access methods read
+ * (ChecksDirectly); else it runs the SQL: the lock's SELECT and the
+ * function.
  *
  * Concurrency, as for refunds: a step checked here first locks its
  * authorization's row (FOR NO KEY UPDATE, held to the end of its
