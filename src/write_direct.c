@@ -75,6 +75,7 @@
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_collation.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
@@ -922,7 +923,8 @@ PayDirectInsertCard(FunctionCallInfo fcinfo, const PayCardInsert *insert, bool *
  * the row of bizno through the primary key (by_step false), or the step of
  * authorization bizno under key through an index led by parent
  * (PayCardParentIndex), its refund_key compared as the WHERE clause
- * compares it, in the column's collation.  Under the snapshot a new
+ * compares it, in the column's collation (by the index too when its second
+ * column is refund_key).  Under the snapshot a new
  * statement would take, as PayDirectProbe reads, with the ledger's lock
  * kept to the end of the transaction; *found false when there is no row.
  * Returns false, having read nothing, where the executor could read
@@ -942,7 +944,8 @@ PayDirectReadCardRow(FunctionCallInfo fcinfo, Datum bizno, bool by_step, Datum k
 	Relation	index;
 	TupleTableSlot *slot;
 	IndexScanDesc scan;
-	ScanKeyData scankey;
+	ScanKeyData scankeys[2];
+	int			nkeys = 1;
 	Snapshot	snapshot;
 	Oid			key_collation;
 
@@ -968,10 +971,17 @@ PayDirectReadCardRow(FunctionCallInfo fcinfo, Datum bizno, bool by_step, Datum k
 	CommandCounterIncrement();
 	snapshot = RegisterSnapshot(GetTransactionSnapshot());
 
-	ScanKeyEntryInitialize(&scankey, 0, 1, BTEqualStrategyNumber, InvalidOid,
+	ScanKeyEntryInitialize(&scankeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   index->rd_indcollation[0], F_TEXTEQ, bizno);
-	scan = PayIndexBeginScan(ledger, index, snapshot, 1, 0);
-	index_rescan(scan, &scankey, 1, NULL, 0);
+	/* an index on (parent, refund_key), as installed, finds the step itself */
+	if (by_step && index->rd_index->indnkeyatts >= 2 &&
+		index->rd_index->indkey.values[1] == col[LEDGER_REFUND_KEY] &&
+		index->rd_opfamily[1] == TEXT_BTREE_FAM_OID &&
+		index->rd_indcollation[1] == key_collation)
+		ScanKeyEntryInitialize(&scankeys[nkeys++], 0, 2, BTEqualStrategyNumber, InvalidOid,
+							   key_collation, F_TEXTEQ, key);
+	scan = PayIndexBeginScan(ledger, index, snapshot, nkeys, 0);
+	index_rescan(scan, scankeys, nkeys, NULL, 0);
 	*found = false;
 	while (index_getnext_slot(scan, ForwardScanDirection, slot))
 	{
