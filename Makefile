@@ -60,7 +60,7 @@ DATA = $(wildcard sql/$(EXTENSION)--*.sql) \
 REGRESS = setup bizno machine ledger claim half_open protect security hardening direct lifecycle fuzz reconcile refund archive seams ddl replica_mode write_policy claim_durable lookup verify params keys batch card upgrade version13
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
-ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready archive-get issued-prefix batch-race card-capture-capture card-capture-void card-capture-expiry card-final-capture card-increment-capture card-refund-refund card-late-success
+ISOLATION = begin-begin-new begin-begin-failed begin-succeed succeed-fail open-open notify schema-change refund-limit probe-lock journal-invalidated archive-claim index-ready archive-get issued-prefix batch-race card-capture-capture card-capture-void card-capture-expiry card-final-capture card-increment-capture card-refund-refund card-late-success card-held-meanwhile
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 # isolationtester runs under this launcher, and its connections read
 # PGOPTIONS: every session of the specs allows claims inside transaction

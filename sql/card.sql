@@ -100,6 +100,27 @@ SELECT outcome(format($$UPDATE pay_ledger SET expires_at = now() + interval '1 y
                        JOIN pay_journal AS j ON j.bizno = l.bizno AND j.to_status = 'SUCCESS'
                        WHERE l.bizno = :'auth') AS kept_by_the_ledger;
 
+-- A step's check sums its authorization's children through the parent
+-- index, in C; with row security on the ledger, by pay_authorization_balance's
+-- SQL instead: the same refusals either way.
+SELECT pay_open_authorization('CARD', 'order-rls', 10, 'EUR') AS auth_rls \gset
+SELECT action FROM pay_claim(:'auth_rls');
+SELECT pay_succeed(:'auth_rls', 'HOLD-RLS', 1);
+SELECT action FROM pay_claim(pay_capture_open(:'auth_rls', 'rls-1', 6, false));
+SELECT outcome(format('SELECT (pay_claim(pay_capture_open(%L, %L, 5, false))).action', :'auth_rls', 'rls-2'))
+       AS over_the_hold_summed_in_c;
+SET idempotent_pay.maintenance = on;
+ALTER TABLE pay_ledger ENABLE ROW LEVEL SECURITY;
+RESET idempotent_pay.maintenance;
+SELECT outcome(format('SELECT (pay_claim(pay_capture_open(%L, %L, 5, false))).action', :'auth_rls', 'rls-3'))
+       AS over_the_hold_summed_by_sql;
+SELECT action FROM pay_claim(pay_capture_open(:'auth_rls', 'rls-4', 4, false));
+SET idempotent_pay.maintenance = on;
+ALTER TABLE pay_ledger DISABLE ROW LEVEL SECURITY;
+RESET idempotent_pay.maintenance;
+SELECT outcome(format('SELECT (pay_claim(pay_capture_open(%L, %L, 0.01, false))).action', :'auth_rls', 'rls-5'))
+       AS nothing_left;
+
 -- A key that is no authorization has no figures.
 SELECT * FROM pay_authorization_balance('CARD-NONE');
 

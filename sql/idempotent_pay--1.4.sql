@@ -1138,19 +1138,20 @@ LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
 COMMENT ON FUNCTION @extschema@.pay_refund_balance(text) IS
 'What the bank captured for a payment (its success and every second charge a bank statement confirmed), what its refunds returned (SUCCESS) and hold (PROCESSING), and what may still be refunded';
 
--- An authorization's figures, summed from its children in this one place,
--- which the ledger's bookkeeping (src/card.c, under the authorization's row
--- lock), pay_verify, pay_archive, pay_reconcile and a caller read.  authorized is the
--- hold: the amount and every successful increment, once the authorization
--- is SUCCESS.  closed_reason says why nothing more is captured, NULL while
--- the hold is open: a void done or in flight, a final capture done or in
--- flight, the hold fully captured, the hold expired (at the start of the
--- statement, a claim's), or the authorization not held.  STABLE, so that
--- the bookkeeping's call sums in the snapshot it takes after the lock; a
--- set of one row, every name qualified and no search_path of its own, so
--- that the planner inlines it into the bookkeeping's saved query (a claim
--- of a capture costs no planning of it).  No row for a key that is no
--- authorization.
+-- An authorization's figures, summed from its children: pay_verify,
+-- pay_archive, pay_reconcile and a caller read them here; the ledger's
+-- bookkeeping (src/card.c, under the authorization's row lock) sums the same
+-- in C, and reads them here where it cannot (row security, an audit hook).
+-- authorized is the hold: the amount and every successful increment, once
+-- the authorization is SUCCESS.  closed_reason says why nothing more is
+-- captured, NULL while the hold is open: a void done or in flight, a final
+-- capture done or in flight, the hold fully captured, the hold expired (at
+-- the start of the statement, a claim's), or the authorization not held.
+-- STABLE, so that the bookkeeping's call sums in the snapshot it takes
+-- after the lock; a set of one row, every name qualified and no search_path
+-- of its own, so that the planner inlines it into the bookkeeping's saved
+-- query (a claim of a capture costs no planning of it).  No row for a key
+-- that is no authorization.
 CREATE FUNCTION @extschema@.pay_authorization_balance(auth_bizno text)
 RETURNS TABLE (authorized numeric, captured numeric, capture_in_flight numeric,
                refunded numeric, refund_in_flight numeric, capturable numeric, refundable numeric,

@@ -64,7 +64,7 @@ extern Datum pay_increment_open(PG_FUNCTION_ARGS);
 /* api_refund.c: the bizNo of a new child (a refund, a step) of parent */
 extern Datum PayIssueChildBizno(Datum parent, bool order_null, Datum prefix, Datum biz_id);
 /* api_card.c: refuses when key of parent names a row of another kind */
-extern void PayRefuseStepKeyTaken(const PayCatalog *catalog, Datum parent, Datum key,
-								  PayCardKind kind);
+extern void PayRefuseStepKeyTaken(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+								  Datum parent, Datum key, PayCardKind kind);
 
 #endif							/* PAY_API_H */

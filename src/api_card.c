@@ -76,12 +76,13 @@ KindName(PayCardKind kind)
  * (PAY_CARD_NONE: a refund).
  */
 void
-PayRefuseStepKeyTaken(const PayCatalog *catalog, Datum parent, Datum key, PayCardKind kind)
+PayRefuseStepKeyTaken(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum parent, Datum key,
+					  PayCardKind kind)
 {
 	PayCardRow	row;
 	PayCardKind recorded;
 
-	if (!PayLedgerFindCardStep(catalog, parent, key, &row))
+	if (!PayLedgerFindCardStep(fcinfo, catalog, parent, key, &row))
 		return;
 	recorded = PayCardKindOf(row.kind, row.kind_null);
 	if (recorded == kind)
@@ -211,7 +212,7 @@ pay_open_authorization(PG_FUNCTION_ARGS)
 		insert.expires_in = expires_in;
 		insert.parent_null = true;
 		insert.note = "authorization";
-		if (PayLedgerInsertCard(catalog, &insert, conflict))
+		if (PayLedgerInsertCard(fcinfo, catalog, &insert, conflict))
 		{
 			PayArchiveForgetChecked();
 			bizno = SPI_datumTransfer(bizno, false, -1);
@@ -267,10 +268,10 @@ OpenStep(FunctionCallInfo fcinfo, PayCardKind kind, const char *key_name, bool h
 		Datum		bizno;
 
 		CHECK_FOR_INTERRUPTS();
-		if (PayLedgerFindCardStep(catalog, parent, key, &row))
+		if (PayLedgerFindCardStep(fcinfo, catalog, parent, key, &row))
 		{
 			bizno = SPI_datumTransfer(row.bizno, false, -1);
-			PayRefuseStepKeyTaken(catalog, parent, key, kind);
+			PayRefuseStepKeyTaken(fcinfo, catalog, parent, key, kind);
 			if (has_amount &&
 				(row.amount_null ||
 				 DatumGetInt32(DirectFunctionCall2(numeric_cmp, row.amount, amount)) != 0))
@@ -286,7 +287,7 @@ OpenStep(FunctionCallInfo fcinfo, PayCardKind kind, const char *key_name, bool h
 			PG_RETURN_DATUM(bizno);
 		}
 
-		if (!PayLedgerReadCardRow(catalog, parent, &authorization))
+		if (!PayLedgerReadCardRow(fcinfo, catalog, parent, &authorization))
 			PayRaiseUnknownPayment(catalog, parent);
 		bizno = PayIssueChildBizno(parent, authorization.order_null, authorization.prefix,
 								   authorization.biz_id);
@@ -301,7 +302,7 @@ OpenStep(FunctionCallInfo fcinfo, PayCardKind kind, const char *key_name, bool h
 		/* the bookkeeping refuses a step of what is no held authorization */
 		insert.currency_null = authorization.currency_null;
 		insert.amount_null = !has_amount && authorization.amount_null;
-		if (PayLedgerInsertCard(catalog, &insert, conflict))
+		if (PayLedgerInsertCard(fcinfo, catalog, &insert, conflict))
 		{
 			bizno = SPI_datumTransfer(bizno, false, -1);
 			SPI_finish();

@@ -120,7 +120,7 @@ OpenRefund(FunctionCallInfo fcinfo, PayApi api)
 		{
 			bizno = SPI_datumTransfer(refund.bizno, false, -1);
 			if (PayLedgerHasCardFlow(catalog))
-				PayRefuseStepKeyTaken(catalog, parent, refund_key, PAY_CARD_NONE);
+				PayRefuseStepKeyTaken(fcinfo, catalog, parent, refund_key, PAY_CARD_NONE);
 			if (PayAmountDiffers(&refund, &amount))
 				ereport(ERROR,
 						(errmsg("refund %s of payment %s was opened for another amount",

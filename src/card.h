@@ -31,6 +31,7 @@ typedef enum PayCardKind
 extern PayCardKind PayCardKindOf(Datum kind, bool isnull);
 extern const char *PayCardKindLabel(PayCardKind kind);
 extern const char *PayCardStepName(PayCardKind kind);
+extern Oid	PayCardParentIndex(const PayCatalog *catalog, Relation ledger);
 extern void PayCheckCardRow(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 							bool inserting, bool entering_processing);
 

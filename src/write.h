@@ -64,15 +64,16 @@ extern void PayLedgerRecordDeletion(const PayCatalog *catalog, Relation ledger, 
 
 extern void PayRequireRowWritten(bool written, Datum bizno);
 
-/* The card flow's rows (write_card.c), always by SQL; call inside SPI. */
+/* The card flow's rows (write_card.c); call inside SPI. */
 extern bool PayLedgerHasCardFlow(const PayCatalog *catalog);
 extern bool PayLedgerFindCardOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,
 								   PayCardRow *row);
-extern bool PayLedgerFindCardStep(const PayCatalog *catalog, Datum parent, Datum key,
-								  PayCardRow *row);
-extern bool PayLedgerReadCardRow(const PayCatalog *catalog, Datum bizno, PayCardRow *row);
-extern bool PayLedgerInsertCard(const PayCatalog *catalog, const PayCardInsert *insert,
-								PayInsertConflict conflict);
+extern bool PayLedgerFindCardStep(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+								  Datum parent, Datum key, PayCardRow *row);
+extern bool PayLedgerReadCardRow(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+								 Datum bizno, PayCardRow *row);
+extern bool PayLedgerInsertCard(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+								const PayCardInsert *insert, PayInsertConflict conflict);
 
 /* The archive (write_archive.c): what pay_archive moved out of the ledger. */
 typedef enum PayArchived

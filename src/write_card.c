@@ -5,10 +5,12 @@
  *	  authorization by its business action, a step by its key, and recording
  *	  new ones.
  *
- * Always by saved plans of SQL statements: an authorization and its steps
- * are recorded once each, and the ledger's bookkeeping then holds them to
- * the rules of the card flow (card.c) as the executor fires it; their
- * claims and settlements are those of any payment (write.c).
+ * A row found by its key, and a new row, through the access methods as a
+ * payment's are read and written (write_direct.c), where they read and write
+ * what the SQL would; else, and a business action's row, by saved plans of
+ * SQL statements.  The ledger's bookkeeping holds every one to the
+ * rules of the card flow (card.c) either way; their claims and settlements
+ * are those of any payment (write.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +22,7 @@
 
 #include "catalog.h"
 #include "write.h"
+#include "write_direct.h"
 #include "write_sql.h"
 
 typedef enum CardPlan
@@ -136,30 +139,47 @@ PayLedgerFindCardOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id, Pa
 	return ReadCardRow(catalog, CARD_FIND_ORDER, args, row);
 }
 
-/* The step of authorization parent under key; false when there is none. */
+/*
+ * The step of authorization parent under key; false when there is none.
+ * Through the access methods where they read what the SQL would.
+ */
 bool
-PayLedgerFindCardStep(const PayCatalog *catalog, Datum parent, Datum key, PayCardRow *row)
+PayLedgerFindCardStep(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum parent,
+					  Datum key, PayCardRow *row)
 {
 	Datum		args[2] = {parent, key};
+	bool		found;
 
+	if (PayDirectReadCardRow(fcinfo, parent, true, key, row, &found))
+		return found;
 	return ReadCardRow(catalog, CARD_FIND_STEP, args, row);
 }
 
-/* The row of bizno, with its business action; false when there is none. */
+/*
+ * The row of bizno, with its business action; false when there is none.
+ * Through the access methods where they read what the SQL would.
+ */
 bool
-PayLedgerReadCardRow(const PayCatalog *catalog, Datum bizno, PayCardRow *row)
+PayLedgerReadCardRow(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+					 PayCardRow *row)
 {
+	bool		found;
+
+	if (PayDirectReadCardRow(fcinfo, bizno, false, (Datum) 0, row, &found))
+		return found;
 	return ReadCardRow(catalog, CARD_READ_AUTHORIZATION, &bizno, row);
 }
 
 /*
  * Insert a new row of the card flow as INIT: an authorization (parent
  * NULL) or a step.  false when a unique key of the new row is taken and
- * conflict is PAY_INSERT_IF_ABSENT.
+ * conflict is PAY_INSERT_IF_ABSENT.  That insert goes through the access
+ * methods, as a new payment's does, where write_direct_policy.c allows it;
+ * the strict one, after a conflict, by SQL, which names the index.
  */
 bool
-PayLedgerInsertCard(const PayCatalog *catalog, const PayCardInsert *insert,
-					PayInsertConflict conflict)
+PayLedgerInsertCard(FunctionCallInfo fcinfo, const PayCatalog *catalog,
+					const PayCardInsert *insert, PayInsertConflict conflict)
 {
 	Datum		args[9] = {
 		insert->bizno, PayStatusGetDatum(catalog, PAY_INIT), insert->amount, insert->currency,
@@ -175,19 +195,27 @@ PayLedgerInsertCard(const PayCatalog *catalog, const PayCardInsert *insert,
 	};
 	MemoryContext context = CurrentMemoryContext;
 	int			ret = 0;
+	bool		direct = false;
+	bool		inserted = false;
 
-	PrepareCardPlans(catalog);
 	/* a refusal of the bookkeeping reaches the caller without this INSERT as its context */
 	PG_TRY();
 	{
-		ret = SPI_execute_plan(card_plans[conflict == PAY_INSERT_IF_ABSENT ? CARD_INSERT : CARD_INSERT_STRICT],
-							   args, nulls, false, 0);
+		direct = conflict == PAY_INSERT_IF_ABSENT && PayDirectInsertCard(fcinfo, insert, &inserted);
+		if (!direct)
+		{
+			PrepareCardPlans(catalog);
+			ret = SPI_execute_plan(card_plans[conflict == PAY_INSERT_IF_ABSENT ? CARD_INSERT : CARD_INSERT_STRICT],
+								   args, nulls, false, 0);
+		}
 	}
 	PG_CATCH();
 	{
 		PaySqlRethrowForCaller(context);
 	}
 	PG_END_TRY();
+	if (direct)
+		return inserted;
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(ret));
 	return SPI_processed == 1;

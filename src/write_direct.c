@@ -93,7 +93,9 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
+#include "card.h"
 #include "catalog.h"
 #include "compat.h"
 #include "write_direct.h"
@@ -984,6 +986,263 @@ PayDirectFindOrder(FunctionCallInfo fcinfo, Datum prefix, Datum biz_id, LedgerRo
 		CopyLedgerRow(catalog, slot, row);
 	index_endscan(scan);
 
+	UnregisterSnapshot(snapshot);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(ledger, NoLock);
+	return true;
+}
+
+/*
+ * Whether the card flow's columns an INSERT of its row sets beyond a
+ * payment's are of exactly the types it writes (the policy judges a
+ * payment's; a column of another type takes the SQL path, where the
+ * executor coerces).
+ */
+static bool
+CardColumnsAsInstalled(DirectWrite *write)
+{
+	static const LedgerColumn card_columns[] = {
+		LEDGER_KIND, LEDGER_EXPIRES_IN, LEDGER_PARENT, LEDGER_REFUND_KEY, LEDGER_NOTE
+	};
+	TupleDesc	tupdesc = RelationGetDescr(write->ledger);
+
+	for (int i = 0; i < (int) lengthof(card_columns); i++)
+	{
+		AttrNumber	attnum = write->catalog->ledger_attnums[card_columns[i]];
+		Form_pg_attribute attr;
+
+		if (attnum == InvalidAttrNumber)
+			return false;
+		attr = TupleDescAttr(tupdesc, attnum - 1);
+		if (attr->atttypid != PayLedgerColumnType(write->catalog, card_columns[i]) ||
+			attr->atttypmod != -1)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Insert a new row of the card flow as INIT, as write_card.c's
+ *
+ *		INSERT INTO pay_ledger (bizno, status, amount, currency, kind,
+ *			expires_in, parent, refund_key, note)
+ *		VALUES (...) ON CONFLICT DO NOTHING
+ *
+ * would, with PayDirectInsert's speculative insertion: *inserted is false
+ * when a row with one of its unique keys exists (or a trigger skipped it).
+ * The ledger's BEFORE triggers fire on it as on a payment, the bookkeeping's
+ * check of a step (card.c) among them.  Returns false, having done nothing,
+ * when the write must go through SQL.
+ */
+bool
+PayDirectInsertCard(FunctionCallInfo fcinfo, const PayCardInsert *insert, bool *inserted)
+{
+	DirectWrite write;
+	const AttrNumber *col;
+	HeapTuple	tuple;
+	TupleTableSlot *slot;
+	bool		after_conflict = false;
+	int			columns[5];
+	Datum		values[5];
+	bool		nulls[5];
+
+	if (!BeginDirectWrite(fcinfo, CMD_INSERT, &write))
+		return false;
+	if (!CardColumnsAsInstalled(&write))
+	{
+		EndDirectWrite(&write);
+		return false;
+	}
+
+	*inserted = false;
+	col = write.catalog->ledger_attnums;
+	tuple = FormNewRow(&write, insert->bizno, PAY_INIT, insert->amount_null, insert->amount,
+					   insert->currency_null, insert->currency);
+	columns[0] = col[LEDGER_KIND];
+	values[0] = CStringGetTextDatum(insert->kind);
+	nulls[0] = false;
+	columns[1] = col[LEDGER_EXPIRES_IN];
+	values[1] = insert->expires_in;
+	nulls[1] = insert->expires_in_null;
+	columns[2] = col[LEDGER_PARENT];
+	values[2] = insert->parent;
+	nulls[2] = insert->parent_null;
+	columns[3] = col[LEDGER_REFUND_KEY];
+	values[3] = insert->key;
+	nulls[3] = insert->parent_null;
+	columns[4] = col[LEDGER_NOTE];
+	values[4] = CStringGetTextDatum(insert->note);
+	nulls[4] = false;
+	tuple = heap_modify_tuple_by_cols(tuple, RelationGetDescr(write.ledger), 5, columns,
+									  values, nulls);
+	tuple = FireRowTriggers(&write, TRIGGER_EVENT_BEFORE, TRIGGER_EVENT_INSERT,
+							NULL, tuple, NULL);
+	if (tuple != NULL)
+	{
+		slot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
+		ExecForceStoreHeapTuple(tuple, slot, false);
+		if (RelationGetDescr(write.ledger)->constr)
+			ExecConstraints(write.result, slot, write.estate);
+		PayOpenIndices(write.result, true, slot, write.estate);
+
+		/* PayDirectInsert's speculative insertion, for the same reasons */
+		for (;;)
+		{
+			ItemPointerData conflict;
+			TransactionId xid;
+			uint32		token;
+			bool		speculative_conflict = false;
+
+			CHECK_FOR_INTERRUPTS();
+			if (after_conflict &&
+				!PayExecCheckIndexConstraints(write.result, slot, write.estate, &conflict, NIL))
+			{
+				CheckConflictVisible(&write, &conflict);
+				break;
+			}
+			xid = GetCurrentTransactionId();
+			token = SpeculativeInsertionLockAcquire(xid);
+			table_tuple_insert_speculative(write.ledger, slot, write.estate->es_output_cid,
+										   0, NULL, token);
+			PayExecInsertIndexTuples(write.result, slot, write.estate, false, true,
+									 &speculative_conflict, NIL, false);
+			table_tuple_complete_speculative(write.ledger, slot, token, !speculative_conflict);
+			SpeculativeInsertionLockRelease(xid);
+			if (!speculative_conflict)
+			{
+				*inserted = true;
+				break;
+			}
+			after_conflict = true;
+		}
+		if (*inserted)
+			FireRowTriggers(&write, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_INSERT, NULL,
+							ExecFetchSlotHeapTuple(slot, true, NULL), NULL);
+	}
+	EndDirectWrite(&write);
+	return true;
+}
+
+/*
+ * The card flow's plain reads (write_card.c) through the access methods:
+ * the row of bizno through the primary key (by_step false), or the step of
+ * authorization bizno under key through an index led by parent
+ * (PayCardParentIndex), its refund_key compared as the WHERE clause
+ * compares it, in the column's collation (by the index too when its second
+ * column is refund_key).  Under the snapshot a new
+ * statement would take, as PayDirectProbe reads, with the ledger's lock
+ * kept to the end of the transaction; *found false when there is no row.
+ * Returns false, having read nothing, where the executor could read
+ * otherwise or refuse: row security on the ledger, a module watching its
+ * permission checks, a user without SELECT on the whole ledger -- or when
+ * no index is led by parent.
+ */
+bool
+PayDirectReadCardRow(FunctionCallInfo fcinfo, Datum bizno, bool by_step, Datum key,
+					 PayCardRow *row, bool *found)
+{
+	Relation	ledger = table_open(PayCatalogGetTables(fcinfo)->ledger, AccessShareLock);
+	/* the columns as they are now that the ledger is locked */
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	const AttrNumber *col = catalog->ledger_attnums;
+	Oid			index_oid;
+	Relation	index;
+	TupleTableSlot *slot;
+	IndexScanDesc scan;
+	ScanKeyData scankeys[2];
+	int			nkeys = 1;
+	Snapshot	snapshot;
+	Oid			key_collation;
+
+	if (ledger->rd_rel->relrowsecurity || ExecutorCheckPerms_hook != NULL ||
+		pg_class_aclcheck(catalog->ledger, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+	{
+		table_close(ledger, NoLock);
+		return false;
+	}
+	index_oid = by_step ? PayCardParentIndex(catalog, ledger) : catalog->ledger_pkey;
+	if (!OidIsValid(index_oid))
+	{
+		table_close(ledger, NoLock);
+		return false;
+	}
+	key_collation = by_step ?
+		TupleDescAttr(RelationGetDescr(ledger), col[LEDGER_REFUND_KEY] - 1)->attcollation :
+		InvalidOid;
+	index = index_open(index_oid, AccessShareLock);
+	slot = table_slot_create(ledger, NULL);
+
+	/* see this transaction's own earlier writes, as a statement would */
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+
+	ScanKeyEntryInitialize(&scankeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[0], F_TEXTEQ, bizno);
+	/* an index on (parent, refund_key), as installed, finds the step itself */
+	if (by_step && index->rd_index->indnkeyatts >= 2 &&
+		index->rd_index->indkey.values[1] == col[LEDGER_REFUND_KEY] &&
+		index->rd_opfamily[1] == TEXT_BTREE_FAM_OID &&
+		index->rd_indcollation[1] == key_collation)
+		ScanKeyEntryInitialize(&scankeys[nkeys++], 0, 2, BTEqualStrategyNumber, InvalidOid,
+							   key_collation, F_TEXTEQ, key);
+	scan = PayIndexBeginScan(ledger, index, snapshot, nkeys, 0);
+	index_rescan(scan, scankeys, nkeys, NULL, 0);
+	*found = false;
+	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		refund_key;
+
+		if (!by_step)
+		{
+			*found = true;
+			break;
+		}
+		refund_key = slot_getattr(slot, col[LEDGER_REFUND_KEY], &isnull);
+		if (!isnull &&
+			DatumGetBool(DirectFunctionCall2Coll(texteq, key_collation, refund_key, key)))
+		{
+			*found = true;
+			break;
+		}
+	}
+	index_endscan(scan);
+	if (*found)
+	{
+		bool		isnull;
+
+		row->bizno = datumCopy(slot_getattr(slot, col[LEDGER_BIZNO], &isnull), false, -1);
+		row->status = PayStatusFromLabel(catalog,
+										 DatumGetObjectId(slot_getattr(slot, col[LEDGER_STATUS],
+																	   &isnull)));
+		row->amount = slot_getattr(slot, col[LEDGER_AMOUNT], &row->amount_null);
+		if (!row->amount_null)
+			row->amount = datumCopy(row->amount, false, -1);
+		row->currency = slot_getattr(slot, col[LEDGER_CURRENCY], &row->currency_null);
+		if (!row->currency_null)
+			row->currency = datumCopy(row->currency, false, -1);
+		row->kind = slot_getattr(slot, col[LEDGER_KIND], &row->kind_null);
+		if (!row->kind_null)
+			row->kind = datumCopy(row->kind, false, -1);
+		row->expires_in = slot_getattr(slot, col[LEDGER_EXPIRES_IN], &row->expires_in_null);
+		if (!row->expires_in_null)
+			row->expires_in = datumCopy(row->expires_in, false, sizeof(Interval));
+		row->order_null = true;
+		if (!by_step)
+		{
+			bool		prefix_null;
+
+			row->prefix = slot_getattr(slot, col[LEDGER_PREFIX], &prefix_null);
+			row->biz_id = slot_getattr(slot, col[LEDGER_BIZ_ID], &row->order_null);
+			row->order_null = row->order_null || prefix_null;
+			if (!row->order_null)
+			{
+				row->prefix = datumCopy(row->prefix, false, -1);
+				row->biz_id = datumCopy(row->biz_id, false, -1);
+			}
+		}
+	}
 	UnregisterSnapshot(snapshot);
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(index, NoLock);

@@ -2,7 +2,8 @@
  *
  * write_direct.h
  *	  Reads and writes through the table and index access methods, made
- *	  only where write_direct_policy.c allows them.  Called by write.c only.
+ *	  only where write_direct_policy.c allows them.  Called by write.c, and
+ *	  for the card flow's rows by write_card.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -24,6 +25,10 @@ extern bool PayDirectInsertRead(FunctionCallInfo fcinfo, Datum bizno, PayStatus 
 								const PaymentAmount *amount, bool *inserted, LedgerRow *row);
 extern bool PayDirectFindOrder(FunctionCallInfo fcinfo, Datum prefix, Datum biz_id,
 							   LedgerRow *row, bool *found);
+extern bool PayDirectReadCardRow(FunctionCallInfo fcinfo, Datum bizno, bool by_step, Datum key,
+								 PayCardRow *row, bool *found);
+extern bool PayDirectInsertCard(FunctionCallInfo fcinfo, const PayCardInsert *insert,
+								bool *inserted);
 extern bool PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle,
 							bool *settled);
 extern void PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
