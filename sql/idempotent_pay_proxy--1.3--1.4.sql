@@ -46,7 +46,10 @@ CREATE TEMPORARY TABLE pay_proxy_grantees ON COMMIT DROP AS
                                                   '@extschema@.pay_succeed_on_partition(text, text, integer, jsonb)',
                                                   '@extschema@.pay_succeed(text, text, integer, jsonb)',
                                                   '@extschema@.pay_fail_on_partition(text, text, integer)',
-                                                  '@extschema@.pay_fail(text, text, integer)'
+                                                  '@extschema@.pay_fail(text, text, integer)',
+                                                  '@extschema@.pay_stats_of_partitions()',
+                                                  '@extschema@.pay_stats_on_partition(integer)',
+                                                  '@extschema@.pay_stats_on_all_partitions()'
           ]::pg_catalog.regprocedure[])
       AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
       AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
@@ -55,6 +58,22 @@ DROP FUNCTION @extschema@.pay_succeed_on_partition(text, text, integer, jsonb);
 DROP FUNCTION @extschema@.pay_succeed(text, text, integer, jsonb);
 DROP FUNCTION @extschema@.pay_fail_on_partition(text, text, integer);
 DROP FUNCTION @extschema@.pay_fail(text, text, integer);
+
+-- pay_stats has the card flow's columns, before unanswered_partitions:
+-- the view and its functions are created again (below), its grantees
+-- noted here.
+CREATE TEMPORARY TABLE pay_proxy_view_grantees ON COMMIT DROP AS
+    SELECT CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END AS grantee,
+           a.privilege_type, a.is_grantable
+    FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
+    WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.pay_stats'::pg_catalog.regclass
+      AND a.grantee OPERATOR(pg_catalog.<>) c.relowner;
+
+DROP VIEW @extschema@.pay_stats;
+DROP FUNCTION @extschema@.pay_stats_of_partitions();
+DROP FUNCTION @extschema@.pay_stats_on_partition(integer);
+DROP FUNCTION @extschema@.pay_stats_on_all_partitions();
 
 CREATE FUNCTION @extschema@.pay_succeed_on_partition(bizno text, channel_ref text, attempt bigint,
                                                      response jsonb)
@@ -766,6 +785,387 @@ LANGUAGE sql VOLATILE SET search_path = @extschema@, pg_temp;
 COMMENT ON FUNCTION @extschema@.pay_settle_many(text[], bigint[], @extschema@.pay_status[], text[], text[]) IS
 'pay_succeed (outcome SUCCESS, with its channel_ref) or pay_fail (outcome FAILED, with its reason) for each input in input order, each on its partition: per input SUCCESS, SECOND_CHARGE or FAILED, or the SQLSTATE and constraint name of the refusal that call would raise, or 08001 / 08006 when its partition could not be reached';
 
+-- pay_stats with the card flow's columns, and the card flow's amounts
+-- and holds over the partitions.
+CREATE FUNCTION @extschema@.pay_stats_on_all_partitions(OUT status @extschema@.pay_status,
+    OUT payments bigint, OUT stuck bigint, OUT oldest_processing_since timestamptz, OUT resets bigint,
+    OUT duplicate_answers bigint, OUT stats_reset timestamptz, OUT refunds bigint, OUT second_charges bigint,
+    OUT unconfirmed_second_charges bigint, OUT authorizations bigint, OUT captures bigint, OUT voids bigint,
+    OUT increments bigint)
+RETURNS SETOF record
+AS $$
+    CLUSTER 'idempotent_pay';
+    RUN ON ALL;
+    SELECT s.status, s.payments, s.stuck, s.oldest_processing_since, s.resets, s.duplicate_answers,
+           s.stats_reset, s.refunds, s.second_charges, s.unconfirmed_second_charges, s.authorizations,
+           s.captures, s.voids, s.increments
+    FROM @extschema@.pay_stats AS s;
+$$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_on_all_partitions() IS
+'PL/Proxy: runs pay_stats on every partition at once; called by pay_stats_of_partitions';
+
+CREATE FUNCTION @extschema@.pay_stats_on_partition(partition_number integer,
+    OUT status @extschema@.pay_status, OUT payments bigint, OUT stuck bigint,
+    OUT oldest_processing_since timestamptz, OUT resets bigint, OUT duplicate_answers bigint,
+    OUT stats_reset timestamptz, OUT refunds bigint, OUT second_charges bigint,
+    OUT unconfirmed_second_charges bigint, OUT authorizations bigint, OUT captures bigint, OUT voids bigint,
+    OUT increments bigint)
+RETURNS SETOF record
+AS $$
+    CLUSTER 'idempotent_pay';
+    RUN ON partition_number;
+    SELECT s.status, s.payments, s.stuck, s.oldest_processing_since, s.resets, s.duplicate_answers,
+           s.stats_reset, s.refunds, s.second_charges, s.unconfirmed_second_charges, s.authorizations,
+           s.captures, s.voids, s.increments
+    FROM @extschema@.pay_stats AS s;
+$$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_on_partition(integer) IS
+'PL/Proxy: runs pay_stats on partition partition_number (0 to pay_partition_count() - 1); called by pay_stats_of_partitions';
+
+-- Every partition's pay_stats rows, and one row for each partition that
+-- did not answer: its name (the server option of its connection string,
+-- p<N>) in unanswered_partition, every other column NULL.  First every
+-- partition at once, in parallel, as every day.  When that fails with a
+-- connection error (08: pay_proxy_raise tells PL/Proxy's unreachable
+-- partition and broken connection apart from a shard's own errors), each
+-- partition is asked again on its own, in order: one that fails with a
+-- connection error again is named, any other error (a role without the
+-- grant on the shard: 42501) is raised as the shard raised it.  A
+-- PL/Proxy call reads its partitions' whole answer before it returns a
+-- row, so a failed call has returned none.
+CREATE FUNCTION @extschema@.pay_stats_of_partitions(OUT status @extschema@.pay_status, OUT payments bigint,
+    OUT stuck bigint, OUT oldest_processing_since timestamptz, OUT resets bigint,
+    OUT duplicate_answers bigint, OUT stats_reset timestamptz, OUT refunds bigint, OUT second_charges bigint,
+    OUT unconfirmed_second_charges bigint, OUT authorizations bigint, OUT captures bigint, OUT voids bigint,
+    OUT increments bigint, OUT unanswered_partition text)
+RETURNS SETOF record
+AS $$
+DECLARE
+    partition_option record;
+    error_state text;
+    error_message text;
+    error_detail text;
+    error_hint text;
+    error_context text;
+BEGIN
+    BEGIN
+        RETURN QUERY SELECT s.*, NULL::pg_catalog.text FROM @extschema@.pay_stats_on_all_partitions() AS s;
+        RETURN;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                error_context = PG_EXCEPTION_CONTEXT;
+    END;
+    BEGIN
+        PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context);
+    EXCEPTION WHEN connection_exception THEN
+        NULL;
+    END;
+
+    FOR partition_option IN
+        SELECT o.option_name AS name,
+               pg_catalog.substring(o.option_name, '[0-9]+$')::pg_catalog.int4 AS number
+        FROM pg_catalog.pg_foreign_server AS f,
+             pg_catalog.pg_options_to_table(f.srvoptions) AS o
+        WHERE f.srvname OPERATOR(pg_catalog.=) 'idempotent_pay'
+          AND o.option_name OPERATOR(pg_catalog.~) '^(p|partition_)[0-9]+$'
+        ORDER BY 2
+    LOOP
+        BEGIN
+            RETURN QUERY SELECT s.*, NULL::pg_catalog.text
+                         FROM @extschema@.pay_stats_on_partition(partition_option.number) AS s;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                    error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                    error_context = PG_EXCEPTION_CONTEXT;
+            BEGIN
+                PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint,
+                                                    error_context);
+            EXCEPTION WHEN connection_exception THEN
+                -- (nothing assigns the other OUT parameters: they are NULL)
+                unanswered_partition := partition_option.name;
+                RETURN NEXT;
+            END;
+        END;
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql STABLE SET search_path = @extschema@, pg_temp
+    SET client_min_messages = warning;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_of_partitions() IS
+'Every partition''s pay_stats rows, and a row naming each partition that did not answer; added up by the view pay_stats';
+
+-- One row per status, always (all counts NULL when no partition
+-- answered).  Counts add up over the partitions that answered; the oldest
+-- PROCESSING is the oldest of all; duplicate answers are known only when
+-- every partition that answered counts them (each preloads the library);
+-- stats_reset is the latest reset, since which every one of them has
+-- counted.  unanswered_partitions, the same on every row: the partitions
+-- whose rows are missing from the counts, in partition order; empty when
+-- every partition answered.
+CREATE VIEW @extschema@.pay_stats AS
+    WITH p AS (SELECT * FROM @extschema@.pay_stats_of_partitions() WITH ORDINALITY AS p)
+    SELECT s.status,
+           pg_catalog.sum(p.payments)::bigint AS payments,
+           pg_catalog.sum(p.stuck)::bigint AS stuck,
+           pg_catalog.min(p.oldest_processing_since) AS oldest_processing_since,
+           pg_catalog.sum(p.resets)::bigint AS resets,
+           CASE WHEN pg_catalog.count(p.duplicate_answers) OPERATOR(pg_catalog.=) pg_catalog.count(p.status)
+               THEN pg_catalog.sum(p.duplicate_answers)::bigint
+           END AS duplicate_answers,
+           CASE WHEN pg_catalog.count(p.stats_reset) OPERATOR(pg_catalog.=) pg_catalog.count(p.status)
+               THEN pg_catalog.max(p.stats_reset)
+           END AS stats_reset,
+           pg_catalog.sum(p.refunds)::bigint AS refunds,
+           pg_catalog.sum(p.second_charges)::bigint AS second_charges,
+           pg_catalog.sum(p.unconfirmed_second_charges)::bigint AS unconfirmed_second_charges,
+           pg_catalog.sum(p.authorizations)::bigint AS authorizations,
+           pg_catalog.sum(p.captures)::bigint AS captures,
+           pg_catalog.sum(p.voids)::bigint AS voids,
+           pg_catalog.sum(p.increments)::bigint AS increments,
+           (SELECT COALESCE(pg_catalog.array_agg(u.unanswered_partition ORDER BY u.ordinality), '{}')
+            FROM p AS u
+            WHERE u.unanswered_partition IS NOT NULL) AS unanswered_partitions
+    FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::@extschema@.pay_status)) AS s(status)
+    LEFT JOIN p ON p.status OPERATOR(pg_catalog.=) s.status
+    GROUP BY s.status
+    ORDER BY s.status;
+
+COMMENT ON VIEW @extschema@.pay_stats IS
+'pay_stats of the partitions that answered, added up: per status payments (refunds included), stuck ones, the oldest PROCESSING, resets, duplicate answers, refunds, second charges and those no statement confirmed, and the card flow''s authorizations, captures, voids and increments; unanswered_partitions names the partitions that did not answer (empty when all did)';
+
+CREATE FUNCTION @extschema@.pay_stats_amounts_on_all_partitions(OUT currency text, OUT authorized numeric,
+    OUT captured numeric)
+RETURNS SETOF record
+AS $$
+    CLUSTER 'idempotent_pay';
+    RUN ON ALL;
+    SELECT s.currency, s.authorized, s.captured
+    FROM @extschema@.pay_stats_amounts AS s;
+$$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_amounts_on_all_partitions() IS
+'PL/Proxy: runs pay_stats_amounts on every partition at once; called by pay_stats_amounts_of_partitions';
+
+CREATE FUNCTION @extschema@.pay_stats_amounts_on_partition(partition_number integer, OUT currency text,
+    OUT authorized numeric, OUT captured numeric)
+RETURNS SETOF record
+AS $$
+    CLUSTER 'idempotent_pay';
+    RUN ON partition_number;
+    SELECT s.currency, s.authorized, s.captured
+    FROM @extschema@.pay_stats_amounts AS s;
+$$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_amounts_on_partition(integer) IS
+'PL/Proxy: runs pay_stats_amounts on partition partition_number (0 to pay_partition_count() - 1); called by pay_stats_amounts_of_partitions';
+
+-- Every partition's pay_stats_amounts rows, and one row for each
+-- partition that did not answer, as pay_stats_of_partitions.
+CREATE FUNCTION @extschema@.pay_stats_amounts_of_partitions(OUT currency text, OUT authorized numeric,
+    OUT captured numeric, OUT unanswered_partition text)
+RETURNS SETOF record
+AS $$
+DECLARE
+    partition_option record;
+    error_state text;
+    error_message text;
+    error_detail text;
+    error_hint text;
+    error_context text;
+BEGIN
+    BEGIN
+        RETURN QUERY SELECT s.*, NULL::pg_catalog.text FROM @extschema@.pay_stats_amounts_on_all_partitions() AS s;
+        RETURN;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                error_context = PG_EXCEPTION_CONTEXT;
+    END;
+    BEGIN
+        PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context);
+    EXCEPTION WHEN connection_exception THEN
+        NULL;
+    END;
+
+    FOR partition_option IN
+        SELECT o.option_name AS name,
+               pg_catalog.substring(o.option_name, '[0-9]+$')::pg_catalog.int4 AS number
+        FROM pg_catalog.pg_foreign_server AS f,
+             pg_catalog.pg_options_to_table(f.srvoptions) AS o
+        WHERE f.srvname OPERATOR(pg_catalog.=) 'idempotent_pay'
+          AND o.option_name OPERATOR(pg_catalog.~) '^(p|partition_)[0-9]+$'
+        ORDER BY 2
+    LOOP
+        BEGIN
+            RETURN QUERY SELECT s.*, NULL::pg_catalog.text
+                         FROM @extschema@.pay_stats_amounts_on_partition(partition_option.number) AS s;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                    error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                    error_context = PG_EXCEPTION_CONTEXT;
+            BEGIN
+                PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint,
+                                                    error_context);
+            EXCEPTION WHEN connection_exception THEN
+                -- (nothing assigns the other OUT parameters: they are NULL)
+                unanswered_partition := partition_option.name;
+                RETURN NEXT;
+            END;
+        END;
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql STABLE SET search_path = @extschema@, pg_temp
+    SET client_min_messages = warning;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_amounts_of_partitions() IS
+'Every partition''s pay_stats_amounts rows, and a row naming each partition that did not answer; added up by the view pay_stats_amounts';
+
+-- Per currency, the amounts of the partitions that answered, added up;
+-- unanswered_partitions as in pay_stats, on every row.  A currency is a
+-- row where a partition that answered has it, so that when none has any
+-- and a partition did not answer, one row says so, every other column
+-- NULL.
+CREATE VIEW @extschema@.pay_stats_amounts AS
+    WITH p AS (SELECT * FROM @extschema@.pay_stats_amounts_of_partitions() WITH ORDINALITY AS p)
+    SELECT a.currency, a.authorized, a.captured, u.unanswered_partitions
+    FROM (SELECT COALESCE(pg_catalog.array_agg(u.unanswered_partition ORDER BY u.ordinality), '{}')
+            FROM p AS u
+            WHERE u.unanswered_partition IS NOT NULL) AS u(unanswered_partitions)
+    LEFT JOIN (SELECT p.currency, pg_catalog.sum(p.authorized) AS authorized, pg_catalog.sum(p.captured) AS captured
+               FROM p
+               WHERE p.unanswered_partition IS NULL
+               GROUP BY p.currency) AS a ON true
+    WHERE a.currency IS NOT NULL OR pg_catalog.cardinality(u.unanswered_partitions) OPERATOR(pg_catalog.>) 0
+    ORDER BY a.currency;
+
+COMMENT ON VIEW @extschema@.pay_stats_amounts IS
+'pay_stats_amounts of the partitions that answered, added up per currency: authorized and captured ever; unanswered_partitions names the partitions that did not answer (empty when all did; a row of its own when no other row comes)';
+
+CREATE FUNCTION @extschema@.pay_stats_holds_on_all_partitions(OUT currency text, OUT closed_reason text,
+    OUT holds bigint, OUT uncaptured numeric)
+RETURNS SETOF record
+AS $$
+    CLUSTER 'idempotent_pay';
+    RUN ON ALL;
+    SELECT s.currency, s.closed_reason, s.holds, s.uncaptured
+    FROM @extschema@.pay_stats_holds() AS s;
+$$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_holds_on_all_partitions() IS
+'PL/Proxy: runs pay_stats_holds on every partition at once; called by pay_stats_holds_of_partitions';
+
+CREATE FUNCTION @extschema@.pay_stats_holds_on_partition(partition_number integer, OUT currency text,
+    OUT closed_reason text, OUT holds bigint, OUT uncaptured numeric)
+RETURNS SETOF record
+AS $$
+    CLUSTER 'idempotent_pay';
+    RUN ON partition_number;
+    SELECT s.currency, s.closed_reason, s.holds, s.uncaptured
+    FROM @extschema@.pay_stats_holds() AS s;
+$$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_holds_on_partition(integer) IS
+'PL/Proxy: runs pay_stats_holds on partition partition_number (0 to pay_partition_count() - 1); called by pay_stats_holds_of_partitions';
+
+-- Every partition's pay_stats_holds rows, and one row for each
+-- partition that did not answer, as pay_stats_of_partitions.
+CREATE FUNCTION @extschema@.pay_stats_holds_of_partitions(OUT currency text, OUT closed_reason text,
+    OUT holds bigint, OUT uncaptured numeric, OUT unanswered_partition text)
+RETURNS SETOF record
+AS $$
+DECLARE
+    partition_option record;
+    error_state text;
+    error_message text;
+    error_detail text;
+    error_hint text;
+    error_context text;
+BEGIN
+    BEGIN
+        RETURN QUERY SELECT s.*, NULL::pg_catalog.text FROM @extschema@.pay_stats_holds_on_all_partitions() AS s;
+        RETURN;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                error_context = PG_EXCEPTION_CONTEXT;
+    END;
+    BEGIN
+        PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context);
+    EXCEPTION WHEN connection_exception THEN
+        NULL;
+    END;
+
+    FOR partition_option IN
+        SELECT o.option_name AS name,
+               pg_catalog.substring(o.option_name, '[0-9]+$')::pg_catalog.int4 AS number
+        FROM pg_catalog.pg_foreign_server AS f,
+             pg_catalog.pg_options_to_table(f.srvoptions) AS o
+        WHERE f.srvname OPERATOR(pg_catalog.=) 'idempotent_pay'
+          AND o.option_name OPERATOR(pg_catalog.~) '^(p|partition_)[0-9]+$'
+        ORDER BY 2
+    LOOP
+        BEGIN
+            RETURN QUERY SELECT s.*, NULL::pg_catalog.text
+                         FROM @extschema@.pay_stats_holds_on_partition(partition_option.number) AS s;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                    error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                    error_context = PG_EXCEPTION_CONTEXT;
+            BEGIN
+                PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint,
+                                                    error_context);
+            EXCEPTION WHEN connection_exception THEN
+                -- (nothing assigns the other OUT parameters: they are NULL)
+                unanswered_partition := partition_option.name;
+                RETURN NEXT;
+            END;
+        END;
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql STABLE SET search_path = @extschema@, pg_temp
+    SET client_min_messages = warning;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_holds_of_partitions() IS
+'Every partition''s pay_stats_holds rows, and a row naming each partition that did not answer; added up by pay_stats_holds()';
+
+-- Per currency and closed_reason, the holds of the partitions that
+-- answered, added up (an authorization and its steps are on one
+-- partition: each hold is counted once); unanswered_partitions as in
+-- pay_stats_amounts.
+CREATE FUNCTION @extschema@.pay_stats_holds(OUT currency text, OUT closed_reason text, OUT holds bigint,
+    OUT uncaptured numeric, OUT unanswered_partitions text[])
+RETURNS SETOF record
+AS $$
+    WITH p AS (SELECT * FROM @extschema@.pay_stats_holds_of_partitions() WITH ORDINALITY AS p)
+    SELECT h.currency, h.closed_reason, h.holds, h.uncaptured, u.unanswered_partitions
+    FROM (SELECT COALESCE(pg_catalog.array_agg(u.unanswered_partition ORDER BY u.ordinality), '{}')
+            FROM p AS u
+            WHERE u.unanswered_partition IS NOT NULL) AS u(unanswered_partitions)
+    LEFT JOIN (SELECT p.currency, p.closed_reason, pg_catalog.sum(p.holds)::bigint AS holds,
+                      pg_catalog.sum(p.uncaptured) AS uncaptured
+               FROM p
+               WHERE p.unanswered_partition IS NULL
+               GROUP BY p.currency, p.closed_reason) AS h ON true
+    WHERE h.currency IS NOT NULL OR pg_catalog.cardinality(u.unanswered_partitions) OPERATOR(pg_catalog.>) 0
+    ORDER BY 1, 2 NULLS FIRST
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_holds() IS
+'pay_stats_holds of the partitions that answered, added up per currency and closed_reason (NULL: open): how many holds, and what is neither captured nor in flight; unanswered_partitions names the partitions that did not answer (empty when all did; a row of its own when no other row comes)';
+
 REVOKE ALL ON FUNCTION
     @extschema@.pay_succeed_on_partition(text, text, bigint, jsonb),
     @extschema@.pay_succeed(text, text, bigint, jsonb),
@@ -786,8 +1186,19 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_open_claim_many(text, text[], numeric[], text),
     @extschema@.pay_settle_many_on_partition(integer, text[], bigint[], @extschema@.pay_status[], text[], text[]),
     @extschema@.pay_settle_many_of_partitions(text[], bigint[], @extschema@.pay_status[], text[], text[]),
-    @extschema@.pay_settle_many(text[], bigint[], @extschema@.pay_status[], text[], text[])
+    @extschema@.pay_settle_many(text[], bigint[], @extschema@.pay_status[], text[], text[]),
+    @extschema@.pay_stats_on_all_partitions(),
+    @extschema@.pay_stats_on_partition(integer),
+    @extschema@.pay_stats_of_partitions(),
+    @extschema@.pay_stats_amounts_on_all_partitions(),
+    @extschema@.pay_stats_amounts_on_partition(integer),
+    @extschema@.pay_stats_amounts_of_partitions(),
+    @extschema@.pay_stats_holds_on_all_partitions(),
+    @extschema@.pay_stats_holds_on_partition(integer),
+    @extschema@.pay_stats_holds_of_partitions(),
+    @extschema@.pay_stats_holds()
 FROM PUBLIC;
+REVOKE ALL ON @extschema@.pay_stats, @extschema@.pay_stats_amounts FROM PUBLIC;
 
 DO $$
 DECLARE
@@ -800,12 +1211,19 @@ BEGIN
                    WHEN 'pay_succeed' THEN '@extschema@.pay_succeed(text, text, bigint, jsonb)'
                    WHEN 'pay_fail_on_partition' THEN '@extschema@.pay_fail_on_partition(text, text, bigint)'
                    WHEN 'pay_fail' THEN '@extschema@.pay_fail(text, text, bigint)'
+                   WHEN 'pay_stats_of_partitions' THEN '@extschema@.pay_stats_of_partitions()'
+                   WHEN 'pay_stats_on_partition' THEN '@extschema@.pay_stats_on_partition(integer)'
+                   WHEN 'pay_stats_on_all_partitions' THEN '@extschema@.pay_stats_on_all_partitions()'
                                   END, noted.grantee,
+                                  CASE WHEN noted.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+    FOR noted IN SELECT g.grantee, g.privilege_type, g.is_grantable FROM pg_temp.pay_proxy_view_grantees AS g LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON @extschema@.pay_stats TO %s%s', noted.privilege_type, noted.grantee,
                                   CASE WHEN noted.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
 END
 $$;
-DROP TABLE pg_temp.pay_proxy_grantees;
+DROP TABLE pg_temp.pay_proxy_grantees, pg_temp.pay_proxy_view_grantees;
 
 -- Least privilege, as on a 1.4 shard: an application pays, an operator
 -- repairs (pay_reset, pay_transition) and reconciles.
@@ -892,17 +1310,24 @@ AS $$
         '@extschema@.pay_stats_on_all_partitions()',
         '@extschema@.pay_stats_on_partition(integer)',
         '@extschema@.pay_stats_of_partitions()',
+        '@extschema@.pay_stats_amounts_on_all_partitions()',
+        '@extschema@.pay_stats_amounts_on_partition(integer)',
+        '@extschema@.pay_stats_amounts_of_partitions()',
+        '@extschema@.pay_stats_holds_on_all_partitions()',
+        '@extschema@.pay_stats_holds_on_partition(integer)',
+        '@extschema@.pay_stats_holds_of_partitions()',
+        '@extschema@.pay_stats_holds()',
         '@extschema@.pay_stats_reset_on_all_partitions()',
         '@extschema@.pay_stats_reset()',
         '@extschema@.pay_verify_on_all_partitions()',
         '@extschema@.pay_verify()',
         '@extschema@.pay_stuck(interval, integer)'
-    ]::pg_catalog.regprocedure[], ARRAY['@extschema@.pay_stats']::pg_catalog.regclass[])
+    ]::pg_catalog.regprocedure[], ARRAY['@extschema@.pay_stats', '@extschema@.pay_stats_amounts']::pg_catalog.regclass[])
 $$
 LANGUAGE sql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
-'Give a finance or operations role what repairing, reconciling, refunding and watching through the proxy need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_authorization_balance, pay_stats, pay_verify; grant it on every shard too';
+'Give a finance or operations role what repairing, reconciling, refunding and watching through the proxy need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_authorization_balance, pay_stats, pay_stats_amounts, pay_stats_holds, pay_verify; grant it on every shard too';
 
 -- The roles 1.3's pay_grant and pay_grant_operator granted get 1.4's: an
 -- application's (it could claim) the batches and the card flow, an

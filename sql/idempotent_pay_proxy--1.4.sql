@@ -1414,13 +1414,15 @@ COMMENT ON FUNCTION @extschema@.pay_verify() IS
 CREATE FUNCTION @extschema@.pay_stats_on_all_partitions(OUT status @extschema@.pay_status,
     OUT payments bigint, OUT stuck bigint, OUT oldest_processing_since timestamptz, OUT resets bigint,
     OUT duplicate_answers bigint, OUT stats_reset timestamptz, OUT refunds bigint, OUT second_charges bigint,
-    OUT unconfirmed_second_charges bigint)
+    OUT unconfirmed_second_charges bigint, OUT authorizations bigint, OUT captures bigint, OUT voids bigint,
+    OUT increments bigint)
 RETURNS SETOF record
 AS $$
     CLUSTER 'idempotent_pay';
     RUN ON ALL;
     SELECT s.status, s.payments, s.stuck, s.oldest_processing_since, s.resets, s.duplicate_answers,
-           s.stats_reset, s.refunds, s.second_charges, s.unconfirmed_second_charges
+           s.stats_reset, s.refunds, s.second_charges, s.unconfirmed_second_charges, s.authorizations,
+           s.captures, s.voids, s.increments
     FROM @extschema@.pay_stats AS s;
 $$
 LANGUAGE plproxy;
@@ -1432,13 +1434,15 @@ CREATE FUNCTION @extschema@.pay_stats_on_partition(partition_number integer,
     OUT status @extschema@.pay_status, OUT payments bigint, OUT stuck bigint,
     OUT oldest_processing_since timestamptz, OUT resets bigint, OUT duplicate_answers bigint,
     OUT stats_reset timestamptz, OUT refunds bigint, OUT second_charges bigint,
-    OUT unconfirmed_second_charges bigint)
+    OUT unconfirmed_second_charges bigint, OUT authorizations bigint, OUT captures bigint, OUT voids bigint,
+    OUT increments bigint)
 RETURNS SETOF record
 AS $$
     CLUSTER 'idempotent_pay';
     RUN ON partition_number;
     SELECT s.status, s.payments, s.stuck, s.oldest_processing_since, s.resets, s.duplicate_answers,
-           s.stats_reset, s.refunds, s.second_charges, s.unconfirmed_second_charges
+           s.stats_reset, s.refunds, s.second_charges, s.unconfirmed_second_charges, s.authorizations,
+           s.captures, s.voids, s.increments
     FROM @extschema@.pay_stats AS s;
 $$
 LANGUAGE plproxy;
@@ -1460,7 +1464,8 @@ COMMENT ON FUNCTION @extschema@.pay_stats_on_partition(integer) IS
 CREATE FUNCTION @extschema@.pay_stats_of_partitions(OUT status @extschema@.pay_status, OUT payments bigint,
     OUT stuck bigint, OUT oldest_processing_since timestamptz, OUT resets bigint,
     OUT duplicate_answers bigint, OUT stats_reset timestamptz, OUT refunds bigint, OUT second_charges bigint,
-    OUT unconfirmed_second_charges bigint, OUT unanswered_partition text)
+    OUT unconfirmed_second_charges bigint, OUT authorizations bigint, OUT captures bigint, OUT voids bigint,
+    OUT increments bigint, OUT unanswered_partition text)
 RETURNS SETOF record
 AS $$
 DECLARE
@@ -1543,6 +1548,10 @@ CREATE VIEW @extschema@.pay_stats AS
            pg_catalog.sum(p.refunds)::bigint AS refunds,
            pg_catalog.sum(p.second_charges)::bigint AS second_charges,
            pg_catalog.sum(p.unconfirmed_second_charges)::bigint AS unconfirmed_second_charges,
+           pg_catalog.sum(p.authorizations)::bigint AS authorizations,
+           pg_catalog.sum(p.captures)::bigint AS captures,
+           pg_catalog.sum(p.voids)::bigint AS voids,
+           pg_catalog.sum(p.increments)::bigint AS increments,
            (SELECT COALESCE(pg_catalog.array_agg(u.unanswered_partition ORDER BY u.ordinality), '{}')
             FROM p AS u
             WHERE u.unanswered_partition IS NOT NULL) AS unanswered_partitions
@@ -1552,7 +1561,234 @@ CREATE VIEW @extschema@.pay_stats AS
     ORDER BY s.status;
 
 COMMENT ON VIEW @extschema@.pay_stats IS
-'pay_stats of the partitions that answered, added up: per status payments (refunds included), stuck ones, the oldest PROCESSING, resets, duplicate answers, refunds, second charges and those no statement confirmed; unanswered_partitions names the partitions that did not answer (empty when all did)';
+'pay_stats of the partitions that answered, added up: per status payments (refunds included), stuck ones, the oldest PROCESSING, resets, duplicate answers, refunds, second charges and those no statement confirmed, and the card flow''s authorizations, captures, voids and increments; unanswered_partitions names the partitions that did not answer (empty when all did)';
+
+CREATE FUNCTION @extschema@.pay_stats_amounts_on_all_partitions(OUT currency text, OUT authorized numeric,
+    OUT captured numeric)
+RETURNS SETOF record
+AS $$
+    CLUSTER 'idempotent_pay';
+    RUN ON ALL;
+    SELECT s.currency, s.authorized, s.captured
+    FROM @extschema@.pay_stats_amounts AS s;
+$$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_amounts_on_all_partitions() IS
+'PL/Proxy: runs pay_stats_amounts on every partition at once; called by pay_stats_amounts_of_partitions';
+
+CREATE FUNCTION @extschema@.pay_stats_amounts_on_partition(partition_number integer, OUT currency text,
+    OUT authorized numeric, OUT captured numeric)
+RETURNS SETOF record
+AS $$
+    CLUSTER 'idempotent_pay';
+    RUN ON partition_number;
+    SELECT s.currency, s.authorized, s.captured
+    FROM @extschema@.pay_stats_amounts AS s;
+$$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_amounts_on_partition(integer) IS
+'PL/Proxy: runs pay_stats_amounts on partition partition_number (0 to pay_partition_count() - 1); called by pay_stats_amounts_of_partitions';
+
+-- Every partition's pay_stats_amounts rows, and one row for each
+-- partition that did not answer, as pay_stats_of_partitions.
+CREATE FUNCTION @extschema@.pay_stats_amounts_of_partitions(OUT currency text, OUT authorized numeric,
+    OUT captured numeric, OUT unanswered_partition text)
+RETURNS SETOF record
+AS $$
+DECLARE
+    partition_option record;
+    error_state text;
+    error_message text;
+    error_detail text;
+    error_hint text;
+    error_context text;
+BEGIN
+    BEGIN
+        RETURN QUERY SELECT s.*, NULL::pg_catalog.text FROM @extschema@.pay_stats_amounts_on_all_partitions() AS s;
+        RETURN;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                error_context = PG_EXCEPTION_CONTEXT;
+    END;
+    BEGIN
+        PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context);
+    EXCEPTION WHEN connection_exception THEN
+        NULL;
+    END;
+
+    FOR partition_option IN
+        SELECT o.option_name AS name,
+               pg_catalog.substring(o.option_name, '[0-9]+$')::pg_catalog.int4 AS number
+        FROM pg_catalog.pg_foreign_server AS f,
+             pg_catalog.pg_options_to_table(f.srvoptions) AS o
+        WHERE f.srvname OPERATOR(pg_catalog.=) 'idempotent_pay'
+          AND o.option_name OPERATOR(pg_catalog.~) '^(p|partition_)[0-9]+$'
+        ORDER BY 2
+    LOOP
+        BEGIN
+            RETURN QUERY SELECT s.*, NULL::pg_catalog.text
+                         FROM @extschema@.pay_stats_amounts_on_partition(partition_option.number) AS s;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                    error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                    error_context = PG_EXCEPTION_CONTEXT;
+            BEGIN
+                PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint,
+                                                    error_context);
+            EXCEPTION WHEN connection_exception THEN
+                -- (nothing assigns the other OUT parameters: they are NULL)
+                unanswered_partition := partition_option.name;
+                RETURN NEXT;
+            END;
+        END;
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql STABLE SET search_path = @extschema@, pg_temp
+    SET client_min_messages = warning;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_amounts_of_partitions() IS
+'Every partition''s pay_stats_amounts rows, and a row naming each partition that did not answer; added up by the view pay_stats_amounts';
+
+-- Per currency, the amounts of the partitions that answered, added up;
+-- unanswered_partitions as in pay_stats, on every row.  A currency is a
+-- row where a partition that answered has it, so that when none has any
+-- and a partition did not answer, one row says so, every other column
+-- NULL.
+CREATE VIEW @extschema@.pay_stats_amounts AS
+    WITH p AS (SELECT * FROM @extschema@.pay_stats_amounts_of_partitions() WITH ORDINALITY AS p)
+    SELECT a.currency, a.authorized, a.captured, u.unanswered_partitions
+    FROM (SELECT COALESCE(pg_catalog.array_agg(u.unanswered_partition ORDER BY u.ordinality), '{}')
+            FROM p AS u
+            WHERE u.unanswered_partition IS NOT NULL) AS u(unanswered_partitions)
+    LEFT JOIN (SELECT p.currency, pg_catalog.sum(p.authorized) AS authorized, pg_catalog.sum(p.captured) AS captured
+               FROM p
+               WHERE p.unanswered_partition IS NULL
+               GROUP BY p.currency) AS a ON true
+    WHERE a.currency IS NOT NULL OR pg_catalog.cardinality(u.unanswered_partitions) OPERATOR(pg_catalog.>) 0
+    ORDER BY a.currency;
+
+COMMENT ON VIEW @extschema@.pay_stats_amounts IS
+'pay_stats_amounts of the partitions that answered, added up per currency: authorized and captured ever; unanswered_partitions names the partitions that did not answer (empty when all did; a row of its own when no other row comes)';
+
+CREATE FUNCTION @extschema@.pay_stats_holds_on_all_partitions(OUT currency text, OUT closed_reason text,
+    OUT holds bigint, OUT uncaptured numeric)
+RETURNS SETOF record
+AS $$
+    CLUSTER 'idempotent_pay';
+    RUN ON ALL;
+    SELECT s.currency, s.closed_reason, s.holds, s.uncaptured
+    FROM @extschema@.pay_stats_holds() AS s;
+$$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_holds_on_all_partitions() IS
+'PL/Proxy: runs pay_stats_holds on every partition at once; called by pay_stats_holds_of_partitions';
+
+CREATE FUNCTION @extschema@.pay_stats_holds_on_partition(partition_number integer, OUT currency text,
+    OUT closed_reason text, OUT holds bigint, OUT uncaptured numeric)
+RETURNS SETOF record
+AS $$
+    CLUSTER 'idempotent_pay';
+    RUN ON partition_number;
+    SELECT s.currency, s.closed_reason, s.holds, s.uncaptured
+    FROM @extschema@.pay_stats_holds() AS s;
+$$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_holds_on_partition(integer) IS
+'PL/Proxy: runs pay_stats_holds on partition partition_number (0 to pay_partition_count() - 1); called by pay_stats_holds_of_partitions';
+
+-- Every partition's pay_stats_holds rows, and one row for each
+-- partition that did not answer, as pay_stats_of_partitions.
+CREATE FUNCTION @extschema@.pay_stats_holds_of_partitions(OUT currency text, OUT closed_reason text,
+    OUT holds bigint, OUT uncaptured numeric, OUT unanswered_partition text)
+RETURNS SETOF record
+AS $$
+DECLARE
+    partition_option record;
+    error_state text;
+    error_message text;
+    error_detail text;
+    error_hint text;
+    error_context text;
+BEGIN
+    BEGIN
+        RETURN QUERY SELECT s.*, NULL::pg_catalog.text FROM @extschema@.pay_stats_holds_on_all_partitions() AS s;
+        RETURN;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                error_context = PG_EXCEPTION_CONTEXT;
+    END;
+    BEGIN
+        PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint, error_context);
+    EXCEPTION WHEN connection_exception THEN
+        NULL;
+    END;
+
+    FOR partition_option IN
+        SELECT o.option_name AS name,
+               pg_catalog.substring(o.option_name, '[0-9]+$')::pg_catalog.int4 AS number
+        FROM pg_catalog.pg_foreign_server AS f,
+             pg_catalog.pg_options_to_table(f.srvoptions) AS o
+        WHERE f.srvname OPERATOR(pg_catalog.=) 'idempotent_pay'
+          AND o.option_name OPERATOR(pg_catalog.~) '^(p|partition_)[0-9]+$'
+        ORDER BY 2
+    LOOP
+        BEGIN
+            RETURN QUERY SELECT s.*, NULL::pg_catalog.text
+                         FROM @extschema@.pay_stats_holds_on_partition(partition_option.number) AS s;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                    error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
+                                    error_context = PG_EXCEPTION_CONTEXT;
+            BEGIN
+                PERFORM @extschema@.pay_proxy_raise(error_state, error_message, error_detail, error_hint,
+                                                    error_context);
+            EXCEPTION WHEN connection_exception THEN
+                -- (nothing assigns the other OUT parameters: they are NULL)
+                unanswered_partition := partition_option.name;
+                RETURN NEXT;
+            END;
+        END;
+    END LOOP;
+END
+$$
+LANGUAGE plpgsql STABLE SET search_path = @extschema@, pg_temp
+    SET client_min_messages = warning;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_holds_of_partitions() IS
+'Every partition''s pay_stats_holds rows, and a row naming each partition that did not answer; added up by pay_stats_holds()';
+
+-- Per currency and closed_reason, the holds of the partitions that
+-- answered, added up (an authorization and its steps are on one
+-- partition: each hold is counted once); unanswered_partitions as in
+-- pay_stats_amounts.
+CREATE FUNCTION @extschema@.pay_stats_holds(OUT currency text, OUT closed_reason text, OUT holds bigint,
+    OUT uncaptured numeric, OUT unanswered_partitions text[])
+RETURNS SETOF record
+AS $$
+    WITH p AS (SELECT * FROM @extschema@.pay_stats_holds_of_partitions() WITH ORDINALITY AS p)
+    SELECT h.currency, h.closed_reason, h.holds, h.uncaptured, u.unanswered_partitions
+    FROM (SELECT COALESCE(pg_catalog.array_agg(u.unanswered_partition ORDER BY u.ordinality), '{}')
+            FROM p AS u
+            WHERE u.unanswered_partition IS NOT NULL) AS u(unanswered_partitions)
+    LEFT JOIN (SELECT p.currency, p.closed_reason, pg_catalog.sum(p.holds)::bigint AS holds,
+                      pg_catalog.sum(p.uncaptured) AS uncaptured
+               FROM p
+               WHERE p.unanswered_partition IS NULL
+               GROUP BY p.currency, p.closed_reason) AS h ON true
+    WHERE h.currency IS NOT NULL OR pg_catalog.cardinality(u.unanswered_partitions) OPERATOR(pg_catalog.>) 0
+    ORDER BY 1, 2 NULLS FIRST
+$$
+LANGUAGE sql STABLE SET search_path = @extschema@, pg_temp;
+
+COMMENT ON FUNCTION @extschema@.pay_stats_holds() IS
+'pay_stats_holds of the partitions that answered, added up per currency and closed_reason (NULL: open): how many holds, and what is neither captured nor in flight; unanswered_partitions names the partitions that did not answer (empty when all did; a row of its own when no other row comes)';
 
 CREATE FUNCTION @extschema@.pay_stats_reset_on_all_partitions()
 RETURNS SETOF boolean
@@ -1739,13 +1975,20 @@ REVOKE ALL ON FUNCTION
     @extschema@.pay_stats_on_all_partitions(),
     @extschema@.pay_stats_on_partition(integer),
     @extschema@.pay_stats_of_partitions(),
+    @extschema@.pay_stats_amounts_on_all_partitions(),
+    @extschema@.pay_stats_amounts_on_partition(integer),
+    @extschema@.pay_stats_amounts_of_partitions(),
+    @extschema@.pay_stats_holds_on_all_partitions(),
+    @extschema@.pay_stats_holds_on_partition(integer),
+    @extschema@.pay_stats_holds_of_partitions(),
+    @extschema@.pay_stats_holds(),
     @extschema@.pay_stats_reset_on_all_partitions(),
     @extschema@.pay_stats_reset(),
     @extschema@.pay_verify_on_all_partitions(),
     @extschema@.pay_verify(),
     @extschema@.pay_stuck(interval, integer)
 FROM PUBLIC;
-REVOKE ALL ON @extschema@.pay_stats FROM PUBLIC;
+REVOKE ALL ON @extschema@.pay_stats, @extschema@.pay_stats_amounts FROM PUBLIC;
 
 -- Grant role functions and relations, and USAGE on the cluster's server.
 CREATE FUNCTION @extschema@.pay_grant_functions(role regrole, functions regprocedure[],
@@ -1863,16 +2106,23 @@ AS $$
         '@extschema@.pay_stats_on_all_partitions()',
         '@extschema@.pay_stats_on_partition(integer)',
         '@extschema@.pay_stats_of_partitions()',
+        '@extschema@.pay_stats_amounts_on_all_partitions()',
+        '@extschema@.pay_stats_amounts_on_partition(integer)',
+        '@extschema@.pay_stats_amounts_of_partitions()',
+        '@extschema@.pay_stats_holds_on_all_partitions()',
+        '@extschema@.pay_stats_holds_on_partition(integer)',
+        '@extschema@.pay_stats_holds_of_partitions()',
+        '@extschema@.pay_stats_holds()',
         '@extschema@.pay_stats_reset_on_all_partitions()',
         '@extschema@.pay_stats_reset()',
         '@extschema@.pay_verify_on_all_partitions()',
         '@extschema@.pay_verify()',
         '@extschema@.pay_stuck(interval, integer)'
-    ]::pg_catalog.regprocedure[], ARRAY['@extschema@.pay_stats']::pg_catalog.regclass[])
+    ]::pg_catalog.regprocedure[], ARRAY['@extschema@.pay_stats', '@extschema@.pay_stats_amounts']::pg_catalog.regclass[])
 $$
 LANGUAGE sql VOLATILE SET search_path = @extschema@, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.pay_grant_operator(regrole) IS
-'Give a finance or operations role what repairing, reconciling, refunding and watching through the proxy need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_authorization_balance, pay_stats, pay_verify; grant it on every shard too';
+'Give a finance or operations role what repairing, reconciling, refunding and watching through the proxy need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_authorization_balance, pay_stats, pay_stats_amounts, pay_stats_holds, pay_verify; grant it on every shard too';
 
 REVOKE ALL ON FUNCTION @extschema@.pay_grant(regrole), @extschema@.pay_grant_operator(regrole) FROM PUBLIC;

@@ -55,10 +55,11 @@ my %columns = (
 	],
 );
 
-# pay_stats per partition: the columns of a 1.3 shard's view, in order,
-# and how the proxy adds each up over the partitions that answered (sum,
-# min, max; duplicate_answers and stats_reset only when every partition
-# that answered has them, see the view).
+# pay_stats per partition: the columns of a 1.4 shard's view, in order
+# (1.4 added the card flow's four), and how the proxy adds each up over
+# the partitions that answered (sum, min, max; duplicate_answers and
+# stats_reset only when every partition that answered has them, see the
+# view).
 my @stats_columns = (
 	[ status => "$S.pay_status", 'group' ],
 	[ payments => 'bigint', 'sum' ],
@@ -70,6 +71,28 @@ my @stats_columns = (
 	[ refunds => 'bigint', 'sum' ],
 	[ second_charges => 'bigint', 'sum' ],
 	[ unconfirmed_second_charges => 'bigint', 'sum' ],
+	[ authorizations => 'bigint', 'sum' ],
+	[ captures => 'bigint', 'sum' ],
+	[ voids => 'bigint', 'sum' ],
+	[ increments => 'bigint', 'sum' ],
+);
+
+# What the proxy asks every partition for, to add it up: the shards'
+# monitoring views and pay_stats_holds, each with its columns (by name, in
+# order) and what reads the partitions' rows on the proxy.
+my @stats_sources = (
+	{ name => 'pay_stats', from => "$S.pay_stats", columns => \@stats_columns },
+	{
+		name => 'pay_stats_amounts',
+		from => "$S.pay_stats_amounts",
+		columns => [ [ currency => 'text' ], [ authorized => 'numeric' ], [ captured => 'numeric' ] ],
+	},
+	{
+		name => 'pay_stats_holds',
+		from => "$S.pay_stats_holds()",
+		columns => [ [ currency => 'text' ], [ closed_reason => 'text' ], [ holds => 'bigint' ], [ uncaptured => 'numeric' ] ],
+		reader => 'pay_stats_holds()',
+	},
 );
 
 # The routed calls.  route: 'parts' (prefix, biz_id, the first two
@@ -312,9 +335,9 @@ my %fan_out_grants = (
 	operator => [
 		'pay_reconcile_on_partitions(integer[], jsonb[], boolean, timestamptz)',
 		'pay_reconcile(regclass, boolean, timestamptz)',
-		'pay_stats_on_all_partitions()',
-		'pay_stats_on_partition(integer)',
-		'pay_stats_of_partitions()',
+		(map { ("$_->{name}_on_all_partitions()", "$_->{name}_on_partition(integer)", "$_->{name}_of_partitions()") }
+		  @stats_sources),
+		'pay_stats_holds()',
 		'pay_stats_reset_on_all_partitions()',
 		'pay_stats_reset()',
 		'pay_verify_on_all_partitions()',
@@ -942,12 +965,12 @@ SQL
 	return $text;
 }
 
-# $open followed by "OUT name type, ..." of pay_stats' columns (and @more)
+# $open followed by "OUT name type, ..." of a source's columns (and @more)
 # and ")", wrapped as the scripts wrap long lines.
 sub stats_params
 {
-	my ($open, @more) = @_;
-	my @params = ((map { "OUT $_->[0] $_->[1]" } @stats_columns), @more);
+	my ($source, $open, @more) = @_;
+	my @params = ((map { "OUT $_->[0] $_->[1]" } @{ $source->{columns} }), @more);
 	my ($line, @lines) = ($open);
 	for my $param (@params)
 	{
@@ -964,11 +987,12 @@ sub stats_params
 	return join "\n", @lines;
 }
 
-# The SELECT a partition runs: its pay_stats, every column by name.
+# The SELECT a partition runs: its view or function, every column by name.
 sub stats_select
 {
+	my ($source) = @_;
 	my ($line, @lines) = ('    SELECT ');
-	for my $column (map { "s.$_->[0]" } @stats_columns)
+	for my $column (map { "s.$_->[0]" } @{ $source->{columns} })
 	{
 		if (length("$line$column,") > 110)
 		{
@@ -980,7 +1004,7 @@ sub stats_select
 	push @lines, $line;
 	s/ $// for @lines;
 	$lines[-1] =~ s/,$//;
-	return join("\n", @lines) . "\n    FROM $S.pay_stats AS s;";
+	return join("\n", @lines) . "\n    FROM $source->{from} AS s;";
 }
 
 # How the view adds a column up.
@@ -996,37 +1020,15 @@ sub stats_aggregate
 	  . "           END AS $name";
 }
 
-# pay_stats: rewritten in 1.3 (the shards' columns changed, and a
-# partition that does not answer no longer fails it), so the upgrade drops
-# its functions and creates them again with the view.
-sub stats_functions
+# The three functions that ask every partition for one of the shards'
+# monitoring views or functions: <name>_on_all_partitions and
+# <name>_on_partition, PL/Proxy's, and <name>_of_partitions, which answers
+# with the rows of the partitions that answered and names the others.
+sub stats_fan_out
 {
-	my $view_columns = join ",\n           ", map { stats_aggregate($_) } @stats_columns;
-	return stats_params("CREATE FUNCTION $S.pay_stats_on_all_partitions(") . "\n" . <<"SQL"
-RETURNS SETOF record
-AS \$\$
-    CLUSTER 'idempotent_pay';
-    RUN ON ALL;
-${\ stats_select()}
-\$\$
-LANGUAGE plproxy;
-
-COMMENT ON FUNCTION $S.pay_stats_on_all_partitions() IS
-'PL/Proxy: runs pay_stats on every partition at once; called by pay_stats_of_partitions';
-
-SQL
-	  . stats_params("CREATE FUNCTION $S.pay_stats_on_partition(partition_number integer, ") . "\n" . <<"SQL"
-RETURNS SETOF record
-AS \$\$
-    CLUSTER 'idempotent_pay';
-    RUN ON partition_number;
-${\ stats_select()}
-\$\$
-LANGUAGE plproxy;
-
-COMMENT ON FUNCTION $S.pay_stats_on_partition(integer) IS
-'PL/Proxy: runs pay_stats on partition partition_number (0 to pay_partition_count() - 1); called by pay_stats_of_partitions';
-
+	my ($source) = @_;
+	my $name = $source->{name};
+	my $intro = $name eq 'pay_stats' ? <<'SQL' : "-- Every partition's $name rows, and one row for each\n-- partition that did not answer, as pay_stats_of_partitions.\n";
 -- Every partition's pay_stats rows, and one row for each partition that
 -- did not answer: its name (the server option of its connection string,
 -- p<N>) in unanswered_partition, every other column NULL.  First every
@@ -1039,14 +1041,42 @@ COMMENT ON FUNCTION $S.pay_stats_on_partition(integer) IS
 -- PL/Proxy call reads its partitions' whole answer before it returns a
 -- row, so a failed call has returned none.
 SQL
-	  . stats_params("CREATE FUNCTION $S.pay_stats_of_partitions(", 'OUT unanswered_partition text') . "\n" . <<"SQL"
+	chomp $intro;
+	return stats_params($source, "CREATE FUNCTION $S.${name}_on_all_partitions(") . "\n" . <<"SQL"
+RETURNS SETOF record
+AS \$\$
+    CLUSTER 'idempotent_pay';
+    RUN ON ALL;
+${\ stats_select($source)}
+\$\$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION $S.${name}_on_all_partitions() IS
+'PL/Proxy: runs $name on every partition at once; called by ${name}_of_partitions';
+
+SQL
+	  . stats_params($source, "CREATE FUNCTION $S.${name}_on_partition(partition_number integer, ") . "\n" . <<"SQL"
+RETURNS SETOF record
+AS \$\$
+    CLUSTER 'idempotent_pay';
+    RUN ON partition_number;
+${\ stats_select($source)}
+\$\$
+LANGUAGE plproxy;
+
+COMMENT ON FUNCTION $S.${name}_on_partition(integer) IS
+'PL/Proxy: runs $name on partition partition_number (0 to pay_partition_count() - 1); called by ${name}_of_partitions';
+
+$intro
+SQL
+	  . stats_params($source, "CREATE FUNCTION $S.${name}_of_partitions(", 'OUT unanswered_partition text') . "\n" . <<"SQL"
 RETURNS SETOF record
 AS \$\$
 DECLARE
     partition_option record;
 ${error_variables}BEGIN
     BEGIN
-        RETURN QUERY SELECT s.*, NULL::pg_catalog.text FROM $S.pay_stats_on_all_partitions() AS s;
+        RETURN QUERY SELECT s.*, NULL::pg_catalog.text FROM $S.${name}_on_all_partitions() AS s;
         RETURN;
     EXCEPTION WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
@@ -1070,7 +1100,7 @@ ${error_variables}BEGIN
     LOOP
         BEGIN
             RETURN QUERY SELECT s.*, NULL::pg_catalog.text
-                         FROM $S.pay_stats_on_partition(partition_option.number) AS s;
+                         FROM $S.${name}_on_partition(partition_option.number) AS s;
         EXCEPTION WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
                                     error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT,
@@ -1090,9 +1120,26 @@ END
 LANGUAGE plpgsql STABLE SET search_path = $S, pg_temp
     SET client_min_messages = warning;
 
-COMMENT ON FUNCTION $S.pay_stats_of_partitions() IS
-'Every partition''s pay_stats rows, and a row naming each partition that did not answer; added up by the view pay_stats';
+COMMENT ON FUNCTION $S.${name}_of_partitions() IS
+'Every partition''s $name rows, and a row naming each partition that did not answer; added up by ${\ ($source->{reader} // "the view $name")}';
+SQL
+}
 
+# unanswered_partitions of the rows p of a source: the partitions that did
+# not answer, in partition order; {} when every partition answered.
+my $unanswered = "SELECT COALESCE(pg_catalog.array_agg(u.unanswered_partition ORDER BY u.ordinality), '{}')\n"
+  . "            FROM p AS u\n"
+  . "            WHERE u.unanswered_partition IS NOT NULL";
+
+# The readers of the proxy, over the partitions that answered: pay_stats
+# (rewritten in 1.3: the shards' columns changed, and a partition that
+# does not answer no longer fails it), and since 1.4 pay_stats_amounts and
+# pay_stats_holds.  The upgrade to 1.4 drops pay_stats and its functions,
+# whose columns grew, and creates them all again.
+sub stats_functions
+{
+	my $view_columns = join ",\n           ", map { stats_aggregate($_) } @stats_columns;
+	return stats_fan_out($stats_sources[0]) . "\n" . <<"SQL"
 -- One row per status, always (all counts NULL when no partition
 -- answered).  Counts add up over the partitions that answered; the oldest
 -- PROCESSING is the oldest of all; duplicate answers are known only when
@@ -1104,16 +1151,61 @@ COMMENT ON FUNCTION $S.pay_stats_of_partitions() IS
 CREATE VIEW $S.pay_stats AS
     WITH p AS (SELECT * FROM $S.pay_stats_of_partitions() WITH ORDINALITY AS p)
     SELECT $view_columns,
-           (SELECT COALESCE(pg_catalog.array_agg(u.unanswered_partition ORDER BY u.ordinality), '{}')
-            FROM p AS u
-            WHERE u.unanswered_partition IS NOT NULL) AS unanswered_partitions
+           ($unanswered) AS unanswered_partitions
     FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::$S.pay_status)) AS s(status)
     LEFT JOIN p ON p.status OPERATOR(pg_catalog.=) s.status
     GROUP BY s.status
     ORDER BY s.status;
 
 COMMENT ON VIEW $S.pay_stats IS
-'pay_stats of the partitions that answered, added up: per status payments (refunds included), stuck ones, the oldest PROCESSING, resets, duplicate answers, refunds, second charges and those no statement confirmed; unanswered_partitions names the partitions that did not answer (empty when all did)';
+'pay_stats of the partitions that answered, added up: per status payments (refunds included), stuck ones, the oldest PROCESSING, resets, duplicate answers, refunds, second charges and those no statement confirmed, and the card flow''s authorizations, captures, voids and increments; unanswered_partitions names the partitions that did not answer (empty when all did)';
+
+SQL
+	  . stats_fan_out($stats_sources[1]) . "\n" . <<"SQL"
+-- Per currency, the amounts of the partitions that answered, added up;
+-- unanswered_partitions as in pay_stats, on every row.  A currency is a
+-- row where a partition that answered has it, so that when none has any
+-- and a partition did not answer, one row says so, every other column
+-- NULL.
+CREATE VIEW $S.pay_stats_amounts AS
+    WITH p AS (SELECT * FROM $S.pay_stats_amounts_of_partitions() WITH ORDINALITY AS p)
+    SELECT a.currency, a.authorized, a.captured, u.unanswered_partitions
+    FROM ($unanswered) AS u(unanswered_partitions)
+    LEFT JOIN (SELECT p.currency, pg_catalog.sum(p.authorized) AS authorized, pg_catalog.sum(p.captured) AS captured
+               FROM p
+               WHERE p.unanswered_partition IS NULL
+               GROUP BY p.currency) AS a ON true
+    WHERE a.currency IS NOT NULL OR pg_catalog.cardinality(u.unanswered_partitions) OPERATOR(pg_catalog.>) 0
+    ORDER BY a.currency;
+
+COMMENT ON VIEW $S.pay_stats_amounts IS
+'pay_stats_amounts of the partitions that answered, added up per currency: authorized and captured ever; unanswered_partitions names the partitions that did not answer (empty when all did; a row of its own when no other row comes)';
+
+SQL
+	  . stats_fan_out($stats_sources[2]) . "\n" . <<"SQL"
+-- Per currency and closed_reason, the holds of the partitions that
+-- answered, added up (an authorization and its steps are on one
+-- partition: each hold is counted once); unanswered_partitions as in
+-- pay_stats_amounts.
+CREATE FUNCTION $S.pay_stats_holds(OUT currency text, OUT closed_reason text, OUT holds bigint,
+    OUT uncaptured numeric, OUT unanswered_partitions text[])
+RETURNS SETOF record
+AS \$\$
+    WITH p AS (SELECT * FROM $S.pay_stats_holds_of_partitions() WITH ORDINALITY AS p)
+    SELECT h.currency, h.closed_reason, h.holds, h.uncaptured, u.unanswered_partitions
+    FROM ($unanswered) AS u(unanswered_partitions)
+    LEFT JOIN (SELECT p.currency, p.closed_reason, pg_catalog.sum(p.holds)::bigint AS holds,
+                      pg_catalog.sum(p.uncaptured) AS uncaptured
+               FROM p
+               WHERE p.unanswered_partition IS NULL
+               GROUP BY p.currency, p.closed_reason) AS h ON true
+    WHERE h.currency IS NOT NULL OR pg_catalog.cardinality(u.unanswered_partitions) OPERATOR(pg_catalog.>) 0
+    ORDER BY 1, 2 NULLS FIRST
+\$\$
+LANGUAGE sql STABLE SET search_path = $S, pg_temp;
+
+COMMENT ON FUNCTION $S.pay_stats_holds() IS
+'pay_stats_holds of the partitions that answered, added up per currency and closed_reason (NULL: open): how many holds, and what is neither captured nor in flight; unanswered_partitions names the partitions that did not answer (empty when all did; a row of its own when no other row comes)';
 SQL
 }
 
@@ -1532,12 +1624,12 @@ RETURNS void
 AS \$\$
     SELECT $S.pay_grant_functions(role, ARRAY[
 $operator
-    ]::pg_catalog.regprocedure[], ARRAY['$S.pay_stats']::pg_catalog.regclass[])
+    ]::pg_catalog.regprocedure[], ARRAY['$S.pay_stats', '$S.pay_stats_amounts']::pg_catalog.regclass[])
 \$\$
 LANGUAGE sql VOLATILE SET search_path = $S, pg_temp;
 
 COMMENT ON FUNCTION $S.pay_grant_operator(regrole) IS
-'Give a finance or operations role what repairing, reconciling, refunding and watching through the proxy need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_authorization_balance, pay_stats, pay_verify; grant it on every shard too';
+'Give a finance or operations role what repairing, reconciling, refunding and watching through the proxy need: pay_reset, pay_transition, pay_reconcile, pay_confirm_second_charge, pay_authorization_balance, pay_stats, pay_stats_amounts, pay_stats_holds, pay_verify; grant it on every shard too';
 SQL
 }
 
@@ -1601,7 +1693,7 @@ SQL
 	  . "-- cluster's server, without which PL/Proxy does not connect for it.  Each\n"
 	  . "-- shard grants the same role its own (pay_grant there): it decides.\n\n"
 	  . "REVOKE ALL ON FUNCTION\n$revoked\nFROM PUBLIC;\n"
-	  . "REVOKE ALL ON $S.pay_stats FROM PUBLIC;\n\n"
+	  . "REVOKE ALL ON $S.pay_stats, $S.pay_stats_amounts FROM PUBLIC;\n\n"
 	  . $grant_functions
 	  . grant_functions('CREATE') . "\n"
 	  . "REVOKE ALL ON FUNCTION $S.pay_grant(regrole), $S.pay_grant_operator(regrole) FROM PUBLIC;\n";
@@ -1625,14 +1717,25 @@ sub upgrade_script
 		my $call = $_;
 		map { "$call->{name}$_($call->{types_before})" } ('_on_partition', '')
 	} @changed;
-	my $noted = quoted_list('                                                  ', @dropped);
+	# pay_stats' functions, whose columns grew: dropped with the view and
+	# created again, their grantees noted as those of the routed calls
+	my @stats_dropped = ('pay_stats_of_partitions()', 'pay_stats_on_partition(integer)', 'pay_stats_on_all_partitions()');
+	my $noted = quoted_list('                                                  ', @dropped, @stats_dropped);
 	my $dropped = join '', map { "DROP FUNCTION $S.$_;\n" } @dropped;
+	my $stats_dropped = join '', map { "DROP FUNCTION $S.$_;\n" } @stats_dropped;
 	my $new_columns = join ",\n", map { "    ADD ATTRIBUTE $_->[0] $_->[1]" } grep { ($_->[2] // '') eq '1.4' } @{ $columns{pay_ledger} };
-	my $regranted = join "\n", map {
-		my $call = $_;
-		map { "                   WHEN '$call->{name}$_' THEN '$S.$call->{name}$_(" . arg_types($call) . ")'" } ('_on_partition', '')
-	} @changed;
-	my @revoked = ((map { signatures($_) } @changed, @new), (map { batch_signatures($_) } @batches));
+	my $regranted = join "\n", (
+		map {
+			my $call = $_;
+			map { "                   WHEN '$call->{name}$_' THEN '$S.$call->{name}$_(" . arg_types($call) . ")'" }
+			  ('_on_partition', '')
+		} @changed),
+	  map { my ($name) = /^(\w+)/; "                   WHEN '$name' THEN '$S.$_'" } @stats_dropped;
+	my @stats_revoked = (
+		(map { ("$_->{name}_on_all_partitions()", "$_->{name}_on_partition(integer)", "$_->{name}_of_partitions()") }
+		  @stats_sources),
+		'pay_stats_holds()');
+	my @revoked = ((map { signatures($_) } @changed, @new), (map { batch_signatures($_) } @batches), @stats_revoked);
 	return <<'SQL'
 /* idempotent_pay_proxy 1.3 -> 1.4: for shards running idempotent_pay 1.4; batches split by partition, the card flow */
 
@@ -1665,6 +1768,18 @@ SQL
 	  . "      AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'\n"
 	  . "      AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;\n\n"
 	  . $dropped . "\n"
+	  . "-- pay_stats has the card flow's columns, before unanswered_partitions:\n"
+	  . "-- the view and its functions are created again (below), its grantees\n"
+	  . "-- noted here.\n"
+	  . "CREATE TEMPORARY TABLE pay_proxy_view_grantees ON COMMIT DROP AS\n"
+	  . "    SELECT CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'\n"
+	  . "                ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END AS grantee,\n"
+	  . "           a.privilege_type, a.is_grantable\n"
+	  . "    FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a\n"
+	  . "    WHERE c.oid OPERATOR(pg_catalog.=) '$S.pay_stats'::pg_catalog.regclass\n"
+	  . "      AND a.grantee OPERATOR(pg_catalog.<>) c.relowner;\n\n"
+	  . "DROP VIEW $S.pay_stats;\n"
+	  . $stats_dropped . "\n"
 	  . join("\n", map { routed_call($_, 'CREATE') } @changed) . "\n"
 	  . "-- pay_get and pay_find ask the partition for the new columns.\n"
 	  . join("\n", map { routed_call($_, 'CREATE OR REPLACE') } @wider) . "\n"
@@ -1672,9 +1787,13 @@ SQL
 	  . join("\n", map { routed_call($_, 'CREATE') } @new) . "\n"
 	  . $batches_intro . "\n"
 	  . join("\n", map { batch_functions($_) } @batches) . "\n"
+	  . "-- pay_stats with the card flow's columns, and the card flow's amounts\n"
+	  . "-- and holds over the partitions.\n"
+	  . stats_functions() . "\n"
 	  . "REVOKE ALL ON FUNCTION\n"
 	  . join(",\n", map { "    $S.$_" } @revoked)
-	  . "\nFROM PUBLIC;\n\n"
+	  . "\nFROM PUBLIC;\n"
+	  . "REVOKE ALL ON $S.pay_stats, $S.pay_stats_amounts FROM PUBLIC;\n\n"
 	  . <<"SQL"
 DO \$\$
 DECLARE
@@ -1687,9 +1806,13 @@ $regranted
                                   END, noted.grantee,
                                   CASE WHEN noted.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
+    FOR noted IN SELECT g.grantee, g.privilege_type, g.is_grantable FROM pg_temp.pay_proxy_view_grantees AS g LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON $S.pay_stats TO %s%s', noted.privilege_type, noted.grantee,
+                                  CASE WHEN noted.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
 END
 \$\$;
-DROP TABLE pg_temp.pay_proxy_grantees;
+DROP TABLE pg_temp.pay_proxy_grantees, pg_temp.pay_proxy_view_grantees;
 
 SQL
 	  . grant_functions('CREATE OR REPLACE') . "\n"

@@ -15,20 +15,25 @@
 #   - fan-out: pay_stats, pay_verify and pay_reconcile answer what one node
 #     holding every payment answers; pay_stats' unanswered_partitions is
 #     empty; a role the shards do not grant pay_stats gets their 42501;
+#     after card operations on two partitions, pay_stats' card flow counts,
+#     pay_stats_amounts and pay_stats_holds() are the sums of the
+#     partitions' own;
 #   - a concurrent run through the proxy: every bizNo on exactly one shard,
 #     the one its route names;
 #   - a stopped shard: its partitions' calls fail at once with 08001 naming
 #     the partition, the others' succeed, nothing lands on a wrong shard;
 #     pay_verify fails as a whole; pay_stats answers at once with the other
-#     partitions' counts (those of their ledgers) and names the stopped
+#     partitions' counts (those of their ledgers), and so do
+#     pay_stats_amounts and pay_stats_holds() with theirs, naming the stopped
 #     shard's partitions on every row, and a role without the grant still
 #     gets 42501; after the restart every payment is there, pay_stats is
 #     complete again and pay_verify() is empty everywhere;
 #   - the scripts: the installed ones are what test/proxy_sql.pl writes, and
 #     proxies created at 1.2 and 1.3 and updated are the proxy created at
-#     1.4, grants and initial privileges included; a 1.3 proxy pays through
-#     1.4 partitions, a 1.4 proxy settles through a partition once it is at
-#     1.4.
+#     1.4, grants and initial privileges included (pay_stats' made by hand
+#     granted again with it); a 1.3 proxy pays through 1.4 partitions, a
+#     1.4 proxy settles through and reads the monitoring of a partition
+#     once it is at 1.4.
 use strict;
 use warnings;
 
@@ -151,6 +156,25 @@ sub ledger_counts
 		}
 	}
 	return map { "$_|$count{$_}[0]|$count{$_}[1]" } qw(INIT PROCESSING SUCCESS FAILED);
+}
+
+# Each partition's own answer to a query of its monitoring, added up over
+# some partitions: the first $keys columns name a row, the others are
+# summed.  The rows "key|sum|...", sorted by key as text.
+sub partitions_summed
+{
+	my ($query, $keys, @partitions) = @_;
+	my %sum;
+	for my $p (@partitions)
+	{
+		for (split /\n/, partition_sql($p, $query))
+		{
+			my @fields = split /\|/, $_, -1;
+			my $key = join '|', @fields[ 0 .. $keys - 1 ];
+			$sum{$key}[ $_ - $keys ] += $fields[$_] || 0 for $keys .. $#fields;
+		}
+	}
+	return map { join '|', $_, @{ $sum{$_} } } sort keys %sum;
 }
 
 # The bizNos held by a partition its route does not name, or by more than one.
@@ -832,6 +856,71 @@ card_refused_alike(pay_authorization_not_held => "pay_capture_open('$unheld', 'C
 	proxy_sql("SELECT pay_partition('$unheld')"));
 is( proxy_sql("SELECT count(*) FROM pay_verify()"), 0, 'pay_verify through the proxy: the card flow holds');
 
+# The card flow's figures through the proxy: a second authorization, in
+# USD, on a partition of another shard -- one of the two authorizations on
+# the shard stopped below, the other not, so that with it stopped the
+# figures of one go missing.  Each figure through the proxy is the sum of
+# the partitions' own.
+my $victim = 1;    # the shard stopped below: partitions 1 and 5
+my $on_victim = sub { return $_[0] % $shard_count == $victim ? 1 : 0 };
+my ($usd_id, $usd_home) = map { split /\|/ } grep {
+	my (undef, $p) = split /\|/;
+	$p % $shard_count != $auth_home % $shard_count && $on_victim->($p) != $on_victim->($auth_home)
+} split /\n/, proxy_sql("SELECT 'B-' || i, pay_partition('CARD', 'B-' || i) FROM generate_series(1, 64) AS i");
+my $usd = proxy_sql("SELECT pay_open_authorization('CARD', '$usd_id', 80, 'USD')");
+is(proxy_sql("SELECT pay_partition('$usd')"), $usd_home,
+	"a second authorization, in USD, on partition $usd_home, of another shard than partition $auth_home");
+# each opened once the one before it settled
+my $usd_settled = 0;
+for my $step ([ "'$usd'", 'HOLD-2' ], [ "pay_increment_open('$usd', 'I1', 10)", 'INC-2' ],
+	[ "pay_capture_open('$usd', 'C1', 50, false)", 'CAP-2' ])
+{
+	my $step_bizno = proxy_sql("SELECT $step->[0]");
+	$usd_settled++
+	  if proxy_sql("SELECT action FROM pay_claim('$step_bizno')") eq 'PROCEED'
+	  && proxy_sql("SELECT pay_succeed('$step_bizno', '$step->[1]', 1)") eq 'SUCCESS';
+}
+my $usd_final = proxy_sql("SELECT pay_capture_open('$usd', 'C2', 15)");
+is($usd_settled . proxy_sql("SELECT action FROM pay_claim('$usd_final')"), '3PROCEED',
+	'held, incremented by 10 and captured 50 through the proxy; a final capture of 15 is in flight');
+
+my @card_partitions = grep {
+	partition_sql($_, 'SELECT sum(authorizations + captures + voids + increments) FROM pay_stats') > 0
+} 0 .. $partition_count - 1;
+is(scalar(grep { $_ == $auth_home || $_ == $usd_home } @card_partitions), 2,
+	"the card flow's rows are on partitions @card_partitions, the two authorizations' among them");
+my $card_stats = 'SELECT status, authorizations, captures, voids, increments FROM pay_stats';
+my $by_status_name = ' ORDER BY status::text COLLATE "C"';
+is( proxy_sql($card_stats . $by_status_name),
+	join("\n", partitions_summed($card_stats, 1, 0 .. $partition_count - 1)),
+	'pay_stats through the proxy: authorizations, captures, voids, increments, every partition\'s added up');
+is( proxy_sql("SELECT string_agg(format('%s %s/%s/%s/%s', status, authorizations, captures, voids, increments), ', ' "
+		  . 'ORDER BY status) FROM pay_stats'),
+	'INIT 1/1/0/0, PROCESSING 0/1/0/0, SUCCESS 2/2/1/2, FAILED 0/0/0/0',
+	'those of the operations: an authorization not held; a capture refused and one in flight; two holds, '
+	  . 'two captures, a void, two increments');
+my $amounts = 'SELECT currency, authorized, captured FROM pay_stats_amounts';
+is(proxy_sql($amounts), join("\n", partitions_summed($amounts, 1, 0 .. $partition_count - 1)),
+	'pay_stats_amounts through the proxy: per currency, every partition\'s added up');
+is(proxy_sql($amounts), "EUR|120|30\nUSD|90|50", 'EUR 120 authorized and 30 captured, USD 90 and 50');
+my $holds = 'SELECT currency, closed_reason, holds, uncaptured FROM pay_stats_holds()';
+is(proxy_sql($holds), join("\n", partitions_summed($holds, 2, 0 .. $partition_count - 1)),
+	'pay_stats_holds() through the proxy: per currency and closed_reason, every partition\'s added up');
+is(proxy_sql($holds), "EUR|voided|1|90\nUSD|final capture in flight|1|25",
+	'the voided hold released 90, the USD hold closing with 25 neither captured nor in flight');
+is( proxy_sql(
+		"SELECT string_agg(DISTINCT unanswered_partitions::text, ' ') FROM (SELECT unanswered_partitions FROM "
+		  . 'pay_stats_amounts UNION ALL SELECT unanswered_partitions FROM pay_stats_holds()) AS u'),
+	'{}', 'every partition answered: unanswered_partitions is empty on every row of both');
+is( $proxy->safe_psql(
+		'proxy', 'SELECT (SELECT count(*) FROM pay_stats_amounts) + (SELECT count(*) FROM pay_stats_holds())',
+		extra_params => [ '-U', 'payment_ops' ]),
+	4, 'the operator reads them through the proxy');
+is( error_as(watcher => 'SELECT * FROM pay_stats_amounts') . ', '
+	  . error_as(watcher => 'SELECT * FROM pay_stats_holds()'),
+	'42501: permission denied for view pay_stats_amounts, 42501: permission denied for function pay_stats_holds',
+	'a role the shards do not grant them gets their 42501 through the proxy');
+
 ############################################################################
 # A concurrent run through the proxy: four clients, 150 orders each, paid
 # in two calls (pay_open_claim, pay_succeed); every fourth order keyed by
@@ -886,7 +975,6 @@ is(scalar(grep { $_ > 0 } split ' ', $load), $partition_count, 'every partition 
 ############################################################################
 # A stopped shard.
 
-my $victim = 1;    # holds partitions 1 and 5
 my @down = grep { $_ % $shard_count == $victim } 0 .. $partition_count - 1;
 my %is_down = map { $_ => 1 } @down;
 my @keys_tried = map { "down-$_" } 1 .. 40;
@@ -944,6 +1032,36 @@ my $stats_took = time - $t0;
 is($partial, join("\n", map { "$_|$unanswered" } ledger_counts(@up)),
 	"pay_stats with a shard stopped: the counts of partitions @up, naming $unanswered on every row");
 cmp_ok($stats_took, '<', 2, sprintf('and it does not wait (%.3f s)', $stats_took));
+is( proxy_sql('SELECT status, authorizations, captures, voids, increments, unanswered_partitions FROM pay_stats'
+		  . $by_status_name),
+	join("\n", map { "$_|$unanswered" } partitions_summed($card_stats, 1, @up)),
+	"and its card flow's counts those of partitions @up");
+is( proxy_sql("SELECT currency, authorized, captured, unanswered_partitions FROM pay_stats_amounts"),
+	join("\n", map { "$_|$unanswered" } partitions_summed($amounts, 1, @up)),
+	"pay_stats_amounts with the shard stopped: the amounts of partitions @up, naming $unanswered on every row");
+is( proxy_sql("SELECT currency, closed_reason, holds, uncaptured, unanswered_partitions FROM pay_stats_holds()"),
+	join("\n", map { "$_|$unanswered" } partitions_summed($holds, 2, @up)),
+	"pay_stats_holds() with the shard stopped: the holds of partitions @up, naming $unanswered on every row");
+is(proxy_sql('SELECT string_agg(currency, \' \') FROM pay_stats_amounts'), $on_victim->($usd_home) ? 'EUR' : 'USD',
+	'the authorization on the stopped shard is missing from them, not guessed: one currency left');
+
+# A proxy whose only partition is on the stopped shard: pay_stats_amounts
+# and pay_stats_holds() have no row of a partition, and one row names it.
+$proxy->safe_psql('postgres', 'CREATE DATABASE proxy_of_down');
+$proxy->safe_psql(
+	'proxy_of_down', sprintf(q{
+CREATE EXTENSION plproxy;
+CREATE EXTENSION idempotent_pay_proxy;
+CREATE SERVER idempotent_pay FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'host=%s port=%d dbname=pay_p%d');
+CREATE USER MAPPING FOR PUBLIC SERVER idempotent_pay;
+}, shard_of($down[0])->host, shard_of($down[0])->port, $down[0]));
+is( $proxy->safe_psql('proxy_of_down',
+		'SELECT * FROM pay_stats_amounts; SELECT * FROM pay_stats_holds(); '
+		  . "SELECT string_agg(DISTINCT coalesce(payments::text, 'NULL') || ' ' || unanswered_partitions::text, ', ') "
+		  . 'FROM pay_stats'),
+	"|||{p0}\n||||{p0}\nNULL {p0}",
+	'no partition answers: one row of pay_stats_amounts and of pay_stats_holds() names it, every other column '
+	  . 'NULL; pay_stats\' four rows do, their counts NULL');
 is( $proxy->safe_psql(
 		'proxy', 'SELECT string_agg(DISTINCT unanswered_partitions::text, \' \') FROM pay_stats',
 		extra_params => [ '-U', 'payment_ops' ]),
@@ -1118,7 +1236,7 @@ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
   AND d.refobjid = (SELECT e.oid FROM pg_extension AS e WHERE e.extname = 'idempotent_pay_proxy')
 ORDER BY 1;
 };
-$proxy->safe_psql('postgres', 'CREATE ROLE upgrade_app; CREATE ROLE upgrade_ops');
+$proxy->safe_psql('postgres', 'CREATE ROLE upgrade_app; CREATE ROLE upgrade_ops; CREATE ROLE upgrade_watch');
 for my $case ([ proxy_updated => "VERSION '1.2'" ], [ proxy_updated_13 => "VERSION '1.3'" ], [ proxy_created => '' ])
 {
 	my ($db, $version) = @$case;
@@ -1152,7 +1270,29 @@ is( $proxy->safe_psql(
 is( error_report_of($proxy, 'proxy_updated_13', "SELECT pay_begin('$named', 11, 'EUR')"),
 	partition_report($named_home, "SELECT pay_begin('$named', 11, 'EUR')"),
 	'and passes their refusals on as they raise them, constraint names included');
+# Grants of pay_stats and its functions made by hand, not by
+# pay_grant_operator: the update, which creates them again with the card
+# flow's columns, grants them again.
+my $watch_privileges = q{
+SELECT has_table_privilege('upgrade_watch', 'pay_stats', 'SELECT WITH GRANT OPTION'),
+       has_function_privilege('upgrade_watch', 'pay_stats_of_partitions()', 'EXECUTE'),
+       has_function_privilege('upgrade_watch', 'pay_stats_on_all_partitions()', 'EXECUTE'),
+       has_function_privilege('upgrade_watch', 'pay_stats_on_partition(integer)', 'EXECUTE')};
+$proxy->safe_psql('proxy_updated_13',
+	'GRANT SELECT ON pay_stats TO upgrade_watch WITH GRANT OPTION; GRANT EXECUTE ON FUNCTION '
+	  . 'pay_stats_of_partitions(), pay_stats_on_all_partitions(), pay_stats_on_partition(integer) TO upgrade_watch');
 $proxy->safe_psql($_, 'ALTER EXTENSION idempotent_pay_proxy UPDATE') for qw(proxy_updated proxy_updated_13);
+is($proxy->safe_psql('proxy_updated_13', $watch_privileges), 't|t|t|t',
+	'the update from 1.3 grants the new pay_stats and its functions to the roles granted the old ones by hand');
+is( $proxy->safe_psql(
+		'proxy_updated_13', q{
+SELECT has_function_privilege('upgrade_ops', 'pay_stats_holds()', 'EXECUTE'),
+       has_table_privilege('upgrade_ops', 'pay_stats_amounts', 'SELECT'),
+       has_table_privilege('upgrade_ops', 'pay_stats', 'SELECT')}),
+	't|t|t', 'and the roles 1.3\'s pay_grant_operator granted read pay_stats, pay_stats_amounts and pay_stats_holds');
+$proxy->safe_psql('proxy_updated_13',
+	'REVOKE ALL ON pay_stats FROM upgrade_watch CASCADE; REVOKE ALL ON FUNCTION pay_stats_of_partitions(), '
+	  . 'pay_stats_on_all_partitions(), pay_stats_on_partition(integer) FROM upgrade_watch');
 is($proxy->safe_psql('proxy_updated', $version_of), '1.4', 'ALTER EXTENSION idempotent_pay_proxy UPDATE reaches 1.4 from 1.2');
 is($proxy->safe_psql('proxy_updated_13', $version_of), '1.4', 'and from 1.3');
 my $created = $proxy->safe_psql('proxy_created', $catalog);
@@ -1194,9 +1334,18 @@ is($proxy->safe_psql('proxy_over_old', "SELECT pay_begin('old-1', 10, 'EUR')"), 
 like(error_report_of($proxy, 'proxy_over_old', "SELECT pay_succeed('old-1', 'BANK-OLD', 1)"),
 	qr/^ERROR:  42883: function public.pay_succeed\(text, text, bigint, jsonb\) does not exist$/m,
 	'but cannot settle there: the partitions are updated first');
+is( join(' ',
+		map { error_report_of($proxy, 'proxy_over_old', "SELECT * FROM $_") =~ /^ERROR:  (\w{5}): /m }
+		  qw(pay_stats pay_stats_amounts pay_stats_holds())),
+	'42703 42P01 42883',
+	'nor read its monitoring: the 1.3 partition has no card flow columns, pay_stats_amounts or pay_stats_holds, '
+	  . 'an error (as the shard raises it), not an unanswered partition');
 $shards[0]->safe_psql('pay_old', 'ALTER EXTENSION idempotent_pay UPDATE');
 is($proxy->safe_psql('proxy_over_old', "SELECT pay_succeed('old-1', 'BANK-OLD', 1)"), 'SUCCESS',
 	'and settles once the partition is at 1.4');
+is( $proxy->safe_psql('proxy_over_old',
+		"SELECT authorizations, unanswered_partitions FROM pay_stats WHERE status = 'SUCCESS'"),
+	'0|{}', 'and reads pay_stats');
 
 note sprintf 'wall time %.1f s', time - $started;
 $proxy->stop;
