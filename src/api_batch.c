@@ -77,6 +77,7 @@
 #include "catalog.h"
 #include "compat.h"
 #include "stats.h"
+#include "write.h"
 
 PG_FUNCTION_INFO_V1(pay_open_claim_many);
 PG_FUNCTION_INFO_V1(pay_settle_many);
@@ -224,7 +225,8 @@ RunOrder(const BatchArray *keys)
  * for every input; a refused input's refusal goes to refusals[input].
  * run_input is the inputs' checks or their calls; a call connects to SPI
  * and finishes, as the single call does, so that no input's SPI memory
- * outlives it.
+ * outlives it.  The direct writes of a segment share their executor state
+ * (PayWriteSegmentBegin).
  */
 static void
 RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
@@ -241,6 +243,7 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 	{
 		volatile int i = start;
 		ErrorData  *volatile edata = NULL;
+		volatile bool shares = false;	/* the segment's writes share their set-up */
 
 		if (stop <= start)
 			stop = n;			/* the rerun is done */
@@ -254,6 +257,7 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 		MemoryContextSwitchTo(outer);
 		PG_TRY();
 		{
+			shares = PayWriteSegmentBegin();
 			for (; i < stop; i++)
 			{
 				if (refusals[order[i]].sqlerrcode != 0)
@@ -264,11 +268,15 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 				run_input(batch, order[i]);
 				MemoryContextSwitchTo(outer);
 			}
+			if (shares)
+				PayWriteSegmentEnd();
 			ReleaseCurrentSubTransaction();
 		}
 		PG_CATCH();
 		{
 			MemoryContextSwitchTo(outer);
+			if (shares)
+				PayWriteSegmentAbandon();
 			edata = CopyErrorData();
 			FlushErrorState();
 			RollbackAndReleaseCurrentSubTransaction();
