@@ -299,6 +299,19 @@ SELECT count(*) AS new_in_ledger, count(*) FILTER (WHERE l.status = 'PROCESSING'
        sum((SELECT count(*) FROM pay_journal AS j WHERE j.bizno = l.bizno)) AS journal_rows
 FROM pay_ledger AS l WHERE prefix = 'BTA' AND biz_id LIKE 'bulk-%b';
 
+-- 6. A DBA's partial unique index that the first claim of a segment has no
+-- entry in and a later one has: the later one's row gets its entry (the
+-- segment's writes share their open indexes, not their rows' predicates),
+-- so the next claim of the same amount is refused by it, as a single
+-- claim would be; the claims after it proceed.
+CREATE UNIQUE INDEX batch_large_amount ON pay_ledger (amount) WHERE amount = 4321;
+SELECT biz_id, action, attempt, sqlstate, constraint_name
+FROM pay_open_claim_many('BTA', ARRAY['part-1', 'part-2', 'part-3', 'part-4'],
+                         ARRAY[5, 4321, 4321, 6]::numeric[], 'EUR')
+ORDER BY biz_id;
+SELECT biz_id, status, amount FROM pay_ledger WHERE prefix = 'BTA' AND biz_id LIKE 'part-%' ORDER BY biz_id;
+DROP INDEX batch_large_amount;
+
 DROP FUNCTION world_differences();
 DROP VIEW world_ledgers, world_journals;
 DROP TABLE claim_inputs, claim_answers, settle_inputs, settle_answers;

@@ -21,22 +21,24 @@
  * them every other session's snapshot is suboverflowed while the batch
  * runs, and its visibility checks look XIDs up in pg_subtrans.  So:
  *
- * - First every input's arguments are held to the single call's rules
- *   (PayOpenArguments, PaySettleCheckArguments), which it applies before
- *   it reads anything: a NULL, a malformed key, a bad amount or reference
- *   is refused whatever the ledger holds.  These checks write nothing, so
- *   their subtransactions get no XID.
- * - Then the inputs run in segments (RunBatch): one subtransaction runs
- *   every input not refused yet, in run order, from the first not yet
- *   answered to the end.  When an input is refused, the segment is rolled
- *   back, the refusal recorded, and the inputs of the segment before it
- *   run again, in a segment that ends just before it; the next starts just
- *   after it.  A batch nobody refuses here is one subtransaction, one XID,
- *   no input run twice; each refusal costs the inputs since the previous
- *   one once more (the batch once more at most, in all), and one more
- *   committed subtransaction when inputs before it wrote -- none when it is
- *   the first of its segment.  Only batches with more than 64 refusals of
- *   the ledger's state (a frozen amount, an archived payment, a stale
+ * - The inputs run in segments (RunBatch): one subtransaction runs every
+ *   input not refused yet, in run order, from the first not yet answered
+ *   to the end.  When an input is refused, the segment is rolled back, the
+ *   refusal recorded, and the inputs of the segment before it run again,
+ *   in a segment that ends just before it; the next starts just after it.
+ *   A batch nobody refuses is one subtransaction, one XID, no input run
+ *   twice; each refusal costs the inputs since the previous one once more
+ *   (the batch once more at most, in all), and one more committed
+ *   subtransaction when inputs before it wrote -- none when it is the
+ *   first of its segment.
+ * - At the first refusal, the arguments of every input after it are held
+ *   to the single call's rules (PayOpenArguments, PaySettleCheckArguments),
+ *   which it applies before it reads anything: a NULL, a malformed key, a
+ *   bad amount or reference is refused whatever the ledger holds, and is
+ *   recorded then, so that it costs no rerun.  These checks write nothing,
+ *   so their subtransactions get no XID; a batch nobody refuses runs them
+ *   once, in its calls.  Only batches with more than 64 refusals of the
+ *   ledger's state (a frozen amount, an archived payment, a stale
  *   attempt), each after a write, overflow the cache.
  *
  * doc/internals.md has the measurements.
@@ -77,6 +79,7 @@
 #include "catalog.h"
 #include "compat.h"
 #include "stats.h"
+#include "write.h"
 
 PG_FUNCTION_INFO_V1(pay_open_claim_many);
 PG_FUNCTION_INFO_V1(pay_settle_many);
@@ -224,11 +227,13 @@ RunOrder(const BatchArray *keys)
  * for every input; a refused input's refusal goes to refusals[input].
  * run_input is the inputs' checks or their calls; a call connects to SPI
  * and finishes, as the single call does, so that no input's SPI memory
- * outlives it.
+ * outlives it.  check_input, when not NULL, is the inputs' checks, run on
+ * the inputs after the first refused.  The direct writes of a segment
+ * share their executor state (PayWriteSegmentBegin).
  */
 static void
-RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
-		 BatchRefusal *refusals)
+RunBatch(int n, const int *order, BatchInputFunction run_input,
+		 BatchInputFunction check_input, void *batch, BatchRefusal *refusals)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -236,11 +241,13 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 														ALLOCSET_DEFAULT_SIZES);
 	int			start = 0;
 	int			stop = n;		/* refusals[order[stop]] is set when stop < n */
+	volatile bool checked = false;	/* check_input has run */
 
 	while (start < n)
 	{
 		volatile int i = start;
 		ErrorData  *volatile edata = NULL;
+		volatile bool shares = false;	/* the segment's writes share their set-up */
 
 		if (stop <= start)
 			stop = n;			/* the rerun is done */
@@ -254,6 +261,7 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 		MemoryContextSwitchTo(outer);
 		PG_TRY();
 		{
+			shares = PayWriteSegmentBegin();
 			for (; i < stop; i++)
 			{
 				if (refusals[order[i]].sqlerrcode != 0)
@@ -264,11 +272,15 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 				run_input(batch, order[i]);
 				MemoryContextSwitchTo(outer);
 			}
+			if (shares)
+				PayWriteSegmentEnd();
 			ReleaseCurrentSubTransaction();
 		}
 		PG_CATCH();
 		{
 			MemoryContextSwitchTo(outer);
+			if (shares)
+				PayWriteSegmentAbandon();
 			edata = CopyErrorData();
 			FlushErrorState();
 			RollbackAndReleaseCurrentSubTransaction();
@@ -293,6 +305,12 @@ RunBatch(int n, const int *order, BatchInputFunction run_input, void *batch,
 		refusals[order[i]].constraint_name = edata->constraint_name == NULL ? NULL :
 			MemoryContextStrdup(GetMemoryChunkContext(refusals), edata->constraint_name);
 		stop = i;
+		/* the first refusal: the arguments of the inputs after it, checked */
+		if (check_input != NULL && !checked)
+		{
+			RunBatch(n - (i + 1), order + i + 1, check_input, NULL, batch, refusals);
+			checked = true;
+		}
 	}
 	MemoryContextDelete(input_context);
 }
@@ -401,8 +419,7 @@ pay_open_claim_many(PG_FUNCTION_ARGS)
 	refusals = palloc0(sizeof(BatchRefusal) * Max(n, 1));
 
 	order = RunOrder(&batch.biz_ids);
-	RunBatch(n, order, OpenClaimCheck, &batch, refusals);
-	RunBatch(n, order, OpenClaimInput, &batch, refusals);
+	RunBatch(n, order, OpenClaimInput, OpenClaimCheck, &batch, refusals);
 
 	for (int i = 0; i < n; i++)
 	{
@@ -558,8 +575,7 @@ pay_settle_many(PG_FUNCTION_ARGS)
 	refusals = palloc0(sizeof(BatchRefusal) * Max(n, 1));
 
 	order = RunOrder(&batch.biznos);
-	RunBatch(n, order, SettleCheck, &batch, refusals);
-	RunBatch(n, order, SettleInput, &batch, refusals);
+	RunBatch(n, order, SettleInput, SettleCheck, &batch, refusals);
 
 	for (int i = 0; i < n; i++)
 	{

@@ -222,6 +222,30 @@ PayLedgerRecordDeletion(const PayCatalog *catalog, Relation ledger, Datum bizno,
 }
 
 /*
+ * The inputs of a batch segment, one subtransaction, are as many
+ * statements: the direct writes among them share the executor state they
+ * set up -- the result relations, their indexes opened, their slots
+ * (write_direct.c) -- from the segment's first write to its end.
+ */
+bool
+PayWriteSegmentBegin(void)
+{
+	return PayDirectSegmentBegin();
+}
+
+void
+PayWriteSegmentEnd(void)
+{
+	PayDirectSegmentEnd();
+}
+
+void
+PayWriteSegmentAbandon(void)
+{
+	PayDirectSegmentAbandon();
+}
+
+/*
  * Refuse (55000) when a write that must write one row wrote none: a trigger
  * or rule of the DBA's on pay_ledger suppressed it, and the API must not
  * answer as though it had written.

@@ -64,6 +64,15 @@ extern void PayLedgerRecordDeletion(const PayCatalog *catalog, Relation ledger, 
 
 extern void PayRequireRowWritten(bool written, Datum bizno);
 
+/*
+ * A batch segment, run in a subtransaction of its own: Begin after the
+ * subtransaction starts (false inside another segment, which then shares
+ * nothing), End before it commits, Abandon before it is rolled back.
+ */
+extern bool PayWriteSegmentBegin(void);
+extern void PayWriteSegmentEnd(void);
+extern void PayWriteSegmentAbandon(void);
+
 /* The card flow's rows (write_card.c); call inside SPI. */
 extern bool PayLedgerHasCardFlow(const PayCatalog *catalog);
 extern bool PayLedgerFindCardOrder(const PayCatalog *catalog, Datum prefix, Datum biz_id,

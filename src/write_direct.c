@@ -92,6 +92,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -102,6 +103,51 @@
 #include "write_direct_policy.h"
 #include "write_indexes.h"
 
+/*
+ * A table opened as a result relation for one kind of write of a batch
+ * segment (PayDirectSegmentBegin): its executor state, result relation,
+ * tuple slots and indexes (OpenResultIndexes), set up by the segment's
+ * first such write and reused by the next ones while the catalog
+ * generation it was set up at stands -- any invalidation of the ledger,
+ * its primary key or the journal, trigger or index or privilege changed,
+ * a VACUUM, ends it, and the next write sets it up again.  Each write
+ * still takes its own snapshot and command, checks the policy and the
+ * privileges and fires the triggers, as a statement would.
+ */
+typedef struct SharedResult
+{
+	bool		open;
+	bool		in_use;			/* by a write not ended yet */
+	uint64		generation;		/* the catalog's it was set up at */
+	Relation	rel;			/* a reference of its own */
+	Relation	pkey;			/* the ledger's primary key, or NULL */
+	EState	   *estate;
+	ResultRelInfo *result;
+	TupleTableSlot *slot;
+	TupleTableSlot *newslot;
+	TupleTableSlot *conflict_slot;
+	bool		indexes_open;	/* opened for the segment */
+	bool		indexes_per_row;	/* opened for each write */
+	/* the predicates of the partial indexes left closed while indexes_open */
+	int			nclosed;
+	ExprState **closed_predicates;
+} SharedResult;
+
+/*
+ * The batch segment running, if any: its subtransaction's resource owner,
+ * which owns every reference and pin of the shared results, and the memory
+ * they live in, a child of the subtransaction's, which its abort frees.
+ */
+static struct
+{
+	bool		active;
+	ResourceOwner owner;
+	MemoryContext context;
+	SharedResult ledger_insert;
+	SharedResult ledger_update;
+	SharedResult journal;
+} segment;
+
 /* The state of one direct write: the ledger opened as a result relation. */
 typedef struct DirectWrite
 {
@@ -111,6 +157,7 @@ typedef struct DirectWrite
 	const PayCatalog *catalog;
 	PayDirectPolicy *policy;
 	int			search_path_level;	/* PayPinSearchPath's, or -1 */
+	SharedResult *shared;		/* the segment's, or NULL: set up for this write */
 } DirectWrite;
 
 static bool DirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
@@ -209,6 +256,231 @@ FireRowTriggers(DirectWrite *write, TriggerEvent timing, TriggerEvent event,
 }
 
 /*
+ * The segment's shared result for a write made under the current resource
+ * owner, or NULL: outside a segment, in a subtransaction of an input's
+ * own, whose end would release the references it took or report them, and
+ * while another write uses it.
+ */
+static SharedResult *
+SegmentResult(SharedResult *shared)
+{
+	/* a write made inside another's (a trigger's) has its own */
+	if (!segment.active || CurrentResourceOwner != segment.owner || shared->in_use)
+		return NULL;
+	if (segment.context == NULL)
+		segment.context = AllocSetContextCreate(CurTransactionContext, "pay batch segment",
+												ALLOCSET_DEFAULT_SIZES);
+	return shared;
+}
+
+/* Set up shared for rel, opened and locked: the reference is shared's now. */
+static void
+OpenSharedResult(SharedResult *shared, Relation rel, uint64 generation)
+{
+	MemoryContext caller_context = MemoryContextSwitchTo(segment.context);
+
+	memset(shared, 0, sizeof(SharedResult));
+	shared->rel = rel;
+	shared->estate = CreateExecutorState();
+	shared->result = makeNode(ResultRelInfo);
+	InitResultRelInfo(shared->result, rel, 0, NULL, 0);
+	shared->generation = generation;
+	shared->open = true;
+	MemoryContextSwitchTo(caller_context);
+}
+
+static void
+CloseSharedResult(SharedResult *shared)
+{
+	if (!shared->open)
+		return;
+	PayCloseIndices(shared->result);
+	if (shared->pkey != NULL)
+		index_close(shared->pkey, NoLock);
+	ExecResetTupleTable(shared->estate->es_tupleTable, false);
+	FreeExecutorState(shared->estate);
+	table_close(shared->rel, NoLock);
+	memset(shared, 0, sizeof(SharedResult));
+}
+
+/*
+ * A slot of the write's result relation: the shared result's own (kept),
+ * made once, or a new one of the write's.
+ */
+static TupleTableSlot *
+ResultSlot(SharedResult *shared, EState *estate, Relation rel, TupleTableSlot **kept,
+		   const TupleTableSlotOps *ops)
+{
+	MemoryContext caller_context;
+
+	if (shared == NULL)
+		return ops == NULL ? table_slot_create(rel, &estate->es_tupleTable) :
+			ExecInitExtraTupleSlot(estate, RelationGetDescr(rel), ops);
+	if (*kept == NULL)
+	{
+		caller_context = MemoryContextSwitchTo(segment.context);
+		*kept = ops == NULL ? table_slot_create(rel, &estate->es_tupleTable) :
+			ExecInitExtraTupleSlot(estate, RelationGetDescr(rel), ops);
+		MemoryContextSwitchTo(caller_context);
+	}
+	return *kept;
+}
+
+/*
+ * The predicates of the indexes of result's table that PayOpenIndices left
+ * closed, for the row it opened them for, ready to evaluate on the next
+ * rows (as ExecInsertIndexTuples prepares a predicate); false when one of
+ * them is no partial index.
+ */
+static bool
+NoteClosedIndexes(SharedResult *shared, ResultRelInfo *result, EState *estate)
+{
+	List	   *indexes = RelationGetIndexList(result->ri_RelationDesc);
+	ListCell   *lc;
+	bool		partial = true;
+
+	shared->closed_predicates = palloc(sizeof(ExprState *) * Max(list_length(indexes), 1));
+	shared->nclosed = 0;
+	foreach(lc, indexes)
+	{
+		bool		opened = false;
+		Relation	index;
+		List	   *predicate;
+
+		for (int i = 0; i < result->ri_NumIndices && !opened; i++)
+			opened = RelationGetRelid(result->ri_IndexRelationDescs[i]) == lfirst_oid(lc);
+		if (opened)
+			continue;
+		/* the lock the executor takes on every index of a result relation */
+		index = index_open(lfirst_oid(lc), RowExclusiveLock);
+		predicate = RelationGetIndexPredicate(index);
+		index_close(index, NoLock);
+		if (predicate == NIL)
+		{
+			partial = false;
+			break;
+		}
+		shared->closed_predicates[shared->nclosed++] = ExecPrepareQual(predicate, estate);
+	}
+	list_free(indexes);
+	return partial;
+}
+
+/* Whether row satisfies the predicate of an index the segment left closed. */
+static bool
+WantsClosedIndex(SharedResult *shared, TupleTableSlot *row, EState *estate)
+{
+	ExprContext *econtext = GetPerTupleExprContext(estate);
+
+	econtext->ecxt_scantuple = row;
+	for (int i = 0; i < shared->nclosed; i++)
+		if (ExecQual(shared->closed_predicates[i], econtext))
+			return true;
+	return false;
+}
+
+/*
+ * Open the indexes of result for row, as PayOpenIndices does.  A shared
+ * result opens them once, for its first row, and keeps them open while
+ * each next row fails the predicate of every partial index left closed
+ * (ExecInsertIndexTuples evaluates the predicates of those opened on each
+ * row anyway): a ledger of payments has no entry in the index of refunds.
+ * Otherwise they are opened for each write and closed at its end.
+ */
+static void
+OpenResultIndexes(SharedResult *shared, ResultRelInfo *result, bool speculative,
+				  TupleTableSlot *row, EState *estate)
+{
+	MemoryContext caller_context;
+
+	if (shared == NULL || shared->indexes_per_row)
+	{
+		PayOpenIndices(result, speculative, row, estate);
+		return;
+	}
+	if (shared->indexes_open)
+	{
+		if (!WantsClosedIndex(shared, row, estate))
+			return;
+		/* an entry in an index left closed: opened for each write from now on */
+		PayCloseIndices(result);
+		shared->indexes_open = false;
+		shared->indexes_per_row = true;
+		PayOpenIndices(result, speculative, row, estate);
+		return;
+	}
+	caller_context = MemoryContextSwitchTo(segment.context);
+	PayOpenIndices(result, speculative, row, estate);
+	shared->indexes_open = NoteClosedIndexes(shared, result, estate);
+	shared->indexes_per_row = !shared->indexes_open;
+	MemoryContextSwitchTo(caller_context);
+}
+
+/* The end of one write of a result, shared or not (then freed). */
+static void
+EndResultWrite(SharedResult *shared, EState *estate, ResultRelInfo *result)
+{
+	if (shared == NULL)
+	{
+		PayCloseIndices(result);
+		ExecResetTupleTable(estate->es_tupleTable, false);
+		FreeExecutorState(estate);
+		return;
+	}
+	shared->in_use = false;
+	if (!shared->indexes_open)
+		PayCloseIndices(result);
+	/* the buffer pins and tuples of this write */
+	if (shared->slot != NULL)
+		ExecClearTuple(shared->slot);
+	if (shared->newslot != NULL)
+		ExecClearTuple(shared->newslot);
+	if (shared->conflict_slot != NULL)
+		ExecClearTuple(shared->conflict_slot);
+	ResetPerTupleExprContext(estate);
+}
+
+/*
+ * A batch segment begins, in its subtransaction: the direct writes made
+ * under its resource owner until PayDirectSegmentEnd share one executor
+ * state per table and kind of write.  false (and nothing shared) inside
+ * another segment: a batch called by an input of a batch.
+ */
+bool
+PayDirectSegmentBegin(void)
+{
+	if (segment.active)
+		return false;
+	memset(&segment, 0, sizeof(segment));
+	segment.active = true;
+	segment.owner = CurrentResourceOwner;
+	return true;
+}
+
+/* The segment's inputs are done: close what they shared, before it commits. */
+void
+PayDirectSegmentEnd(void)
+{
+	CloseSharedResult(&segment.ledger_insert);
+	CloseSharedResult(&segment.ledger_update);
+	CloseSharedResult(&segment.journal);
+	if (segment.context != NULL)
+		MemoryContextDelete(segment.context);
+	memset(&segment, 0, sizeof(segment));
+}
+
+/*
+ * The segment failed: forget what it shared.  The abort of its
+ * subtransaction, which follows, releases the references, pins and locks
+ * of its resource owner and frees its memory, as it does for a statement's.
+ */
+void
+PayDirectSegmentAbandon(void)
+{
+	memset(&segment, 0, sizeof(segment));
+}
+
+/*
  * Open the ledger for a direct write, or return false (nothing opened) when
  * the write must go through SQL (PayDirectLedgerWriteAllowed).  When
  * anything the write evaluates could look a name up, search_path is pinned
@@ -218,27 +490,58 @@ static bool
 BeginDirectWrite(FunctionCallInfo fcinfo, CmdType operation, DirectWrite *write)
 {
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	SharedResult *shared;
+	bool		reused;
 
 	if (!PayDirectLedgerWriteAllowed(PayDirectPolicyGet(fcinfo), catalog, operation, NULL))
 		return false;
 
-	/* the lock the statement would take, kept to the end of the transaction */
-	write->ledger = table_open(catalog->ledger, RowExclusiveLock);
+	shared = SegmentResult(operation == CMD_INSERT ? &segment.ledger_insert :
+						   &segment.ledger_update);
+	/* the segment's result, set up for the tables as they still are */
+	reused = shared != NULL && shared->open && shared->generation == catalog->generation;
+	/*
+	 * The lock the statement would take, kept to the end of the transaction
+	 * (the segment's first write took it)
+	 */
+	write->ledger = reused ? shared->rel : table_open(catalog->ledger, RowExclusiveLock);
 	/* what the lock brought in: the ledger (and its indexes) as they are now */
 	write->policy = PayDirectPolicyGet(fcinfo);
 	write->catalog = catalog = PayCatalogGetTables(fcinfo);
 	if (!PayDirectLedgerWriteAllowed(write->policy, catalog, operation, write->ledger))
 	{
-		table_close(write->ledger, NoLock);
+		if (!reused)
+			table_close(write->ledger, NoLock);
 		return false;
+	}
+	if (reused && shared->generation != catalog->generation)
+	{
+		/* the checks took a change of the tables in: the result anew */
+		reused = false;
+		write->ledger = table_open(catalog->ledger, RowExclusiveLock);
 	}
 	/* as the executor checks a result relation before it reads a row */
 	CheckCmdReplicaIdentity(write->ledger, operation);
 
-	write->estate = CreateExecutorState();
-	write->result = makeNode(ResultRelInfo);
-	/* its indexes are opened once the row written is known (PayOpenIndices) */
-	InitResultRelInfo(write->result, write->ledger, 0, NULL, 0);
+	write->shared = shared;
+	if (shared != NULL && !reused)
+	{
+		CloseSharedResult(shared);
+		OpenSharedResult(shared, write->ledger, catalog->generation);
+	}
+	if (shared != NULL)
+	{
+		shared->in_use = true;
+		write->estate = shared->estate;
+		write->result = shared->result;
+	}
+	else
+	{
+		write->estate = CreateExecutorState();
+		write->result = makeNode(ResultRelInfo);
+		/* its indexes are opened once the row written is known (PayOpenIndices) */
+		InitResultRelInfo(write->result, write->ledger, 0, NULL, 0);
+	}
 	/* a DBA's default, domain check or index may look a name up */
 	write->search_path_level = write->policy->ledger_kind == PAY_EXPRESSION_PLAIN ? -1 :
 		PayPinSearchPath(catalog);
@@ -256,10 +559,9 @@ static void
 EndDirectWrite(DirectWrite *write)
 {
 	PopActiveSnapshot();
-	PayCloseIndices(write->result);
-	ExecResetTupleTable(write->estate->es_tupleTable, false);
-	FreeExecutorState(write->estate);
-	table_close(write->ledger, NoLock);
+	EndResultWrite(write->shared, write->estate, write->result);
+	if (write->shared == NULL)
+		table_close(write->ledger, NoLock);
 	if (write->search_path_level >= 0)
 		AtEOXact_GUC(true, write->search_path_level);
 	CommandCounterIncrement();
@@ -358,7 +660,8 @@ CheckConflictVisible(DirectWrite *write, ItemPointer conflict)
 
 	if (!IsolationUsesXactSnapshot())
 		return;
-	slot = table_slot_create(write->ledger, &write->estate->es_tupleTable);
+	slot = ResultSlot(write->shared, write->estate, write->ledger,
+					  write->shared != NULL ? &write->shared->conflict_slot : NULL, NULL);
 	if (!table_tuple_fetch_row_version(write->ledger, conflict, SnapshotAny, slot))
 		elog(ERROR, "failed to fetch conflicting tuple for ON CONFLICT");
 	if (!table_tuple_satisfies_snapshot(write->ledger, slot, write->estate->es_snapshot))
@@ -404,11 +707,12 @@ DirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 							NULL, tuple, NULL);
 	if (tuple != NULL)
 	{
-		slot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
+		slot = ResultSlot(write.shared, write.estate, write.ledger,
+						  write.shared != NULL ? &write.shared->slot : NULL, NULL);
 		ExecForceStoreHeapTuple(tuple, slot, false);
 		if (RelationGetDescr(write.ledger)->constr)
 			ExecConstraints(write.result, slot, write.estate);
-		PayOpenIndices(write.result, true, slot, write.estate);
+		OpenResultIndexes(write.shared, write.result, true, slot, write.estate);
 
 		/*
 		 * The executor checks the unique indexes before it inserts, to spare
@@ -516,11 +820,17 @@ FetchByKey(Relation ledger, Relation pkey, Snapshot snapshot, Datum bizno,
 static bool
 FetchRow(DirectWrite *write, Datum bizno, TupleTableSlot *slot)
 {
-	Relation	pkey = index_open(write->catalog->ledger_pkey, AccessShareLock);
-	bool		found = FetchByKey(write->ledger, pkey, write->estate->es_snapshot,
-										  bizno, slot);
+	SharedResult *shared = write->shared;
+	Relation	pkey;
+	bool		found;
 
-	index_close(pkey, NoLock);	/* held to the end, as the executor holds it */
+	if (shared != NULL && shared->pkey == NULL)
+		shared->pkey = index_open(write->catalog->ledger_pkey, AccessShareLock);
+	pkey = shared != NULL ? shared->pkey :
+		index_open(write->catalog->ledger_pkey, AccessShareLock);
+	found = FetchByKey(write->ledger, pkey, write->estate->es_snapshot, bizno, slot);
+	if (shared == NULL)
+		index_close(pkey, NoLock);	/* held to the end, as the executor holds it */
 	return found;
 }
 
@@ -624,7 +934,8 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 	mode = bms_overlap(updatedcols, RelationGetIndexAttrBitmap(write.ledger, INDEX_ATTR_BITMAP_KEY)) ?
 		LockTupleExclusive : LockTupleNoKeyExclusive;
 
-	slot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
+	slot = ResultSlot(write.shared, write.estate, write.ledger,
+					  write.shared != NULL ? &write.shared->slot : NULL, NULL);
 	if (!FetchRow(&write, settle->bizno, slot) || !SettleApplies(&write, settle, slot))
 	{
 		EndDirectWrite(&write);
@@ -658,7 +969,8 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 		if (newtuple == NULL)
 			break;				/* a trigger skipped the write */
 
-		newslot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
+		newslot = ResultSlot(write.shared, write.estate, write.ledger,
+							 write.shared != NULL ? &write.shared->newslot : NULL, NULL);
 		ExecForceStoreHeapTuple(newtuple, newslot, false);
 		if (RelationGetDescr(write.ledger)->constr)
 			ExecConstraints(write.result, newslot, write.estate);
@@ -683,7 +995,7 @@ PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settle, bool *set
 			elog(ERROR, "unexpected table_tuple_update status: %u", result);
 		if (PayUpdateIndexesAny(update_indexes))
 		{
-			PayOpenIndices(write.result, false, newslot, write.estate);
+			OpenResultIndexes(write.shared, write.result, false, newslot, write.estate);
 			NoteUnchangedIndexes(write.result, updatedcols);
 			PayExecInsertIndexTuples(write.result, newslot, write.estate, true, false, NULL, NIL,
 									 PayUpdateIndexesOnlySummarizing(update_indexes));
@@ -774,11 +1086,32 @@ PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 					   const Datum *values, const bool *nulls)
 {
 	TupleDesc	tupdesc = RelationGetDescr(journal);
-	EState	   *estate = CreateExecutorState();
-	ResultRelInfo *result_rel = makeNode(ResultRelInfo);
-	TupleTableSlot *slot = ExecInitExtraTupleSlot(estate, tupdesc, &TTSOpsVirtual);
+	SharedResult *shared = SegmentResult(&segment.journal);
+	EState	   *estate;
+	ResultRelInfo *result_rel;
+	TupleTableSlot *slot;
 
-	InitResultRelInfo(result_rel, journal, 0, NULL, 0);
+	/* the segment's result, set up for the journal as it still is */
+	if (shared != NULL && shared->open &&
+		(shared->generation != catalog->generation || shared->rel != journal))
+		CloseSharedResult(shared);
+	if (shared != NULL && !shared->open)
+		OpenSharedResult(shared, table_open(RelationGetRelid(journal), RowExclusiveLock),
+						 catalog->generation);
+	if (shared != NULL)
+	{
+		shared->in_use = true;
+		estate = shared->estate;
+		result_rel = shared->result;
+	}
+	else
+	{
+		estate = CreateExecutorState();
+		result_rel = makeNode(ResultRelInfo);
+		InitResultRelInfo(result_rel, journal, 0, NULL, 0);
+	}
+	slot = ResultSlot(shared, estate, journal, shared != NULL ? &shared->slot : NULL,
+					  &TTSOpsVirtual);
 
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, sizeof(bool) * tupdesc->natts);
@@ -794,12 +1127,10 @@ PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 	if (tupdesc->constr)
 		ExecConstraints(result_rel, slot, estate);
 	table_tuple_insert(journal, slot, GetCurrentCommandId(true), 0, NULL);
-	PayOpenIndices(result_rel, false, slot, estate);
+	OpenResultIndexes(shared, result_rel, false, slot, estate);
 	PayExecInsertIndexTuples(result_rel, slot, estate, false, false, NULL, NIL, false);
 
-	PayCloseIndices(result_rel);
-	ExecResetTupleTable(estate->es_tupleTable, false);
-	FreeExecutorState(estate);
+	EndResultWrite(shared, estate, result_rel);
 }
 
 /*

@@ -33,5 +33,8 @@ extern bool PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settl
 							bool *settled);
 extern void PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 								   const Datum *values, const bool *nulls);
+extern bool PayDirectSegmentBegin(void);
+extern void PayDirectSegmentEnd(void);
+extern void PayDirectSegmentAbandon(void);
 
 #endif							/* PAY_WRITE_DIRECT_H */
