@@ -12,7 +12,9 @@
 
 #include "postgres.h"
 
+#include "executor/tuptable.h"
 #include "fmgr.h"
+#include "nodes/lockoptions.h"
 #include "utils/relcache.h"
 
 #include "catalog.h"
@@ -33,5 +35,8 @@ extern bool PayDirectSettle(FunctionCallInfo fcinfo, const PaySettleWrite *settl
 							bool *settled);
 extern void PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 								   const Datum *values, const bool *nulls);
+extern bool PayDirectLockRow(const PayCatalog *catalog, Relation ledger, Datum bizno,
+							 LockTupleMode mode, TupleTableSlot *slot);
+extern bool PayDirectLock(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row, bool *found);
 
 #endif							/* PAY_WRITE_DIRECT_H */
