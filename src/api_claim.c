@@ -310,10 +310,10 @@ Begin(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno, const Led
 /*
  * The pay_begin decision on bizno, carried out; returns the action.  When
  * after is not NULL it receives the payment as the call leaves it (for
- * pay_claim): the row read if nothing was locked or written, else the row
- * read again.  pay_begin passes NULL and reads nothing more.  opened: the
- * row of bizno was inserted by this call (pay_open_claim's new business
- * action).  Call it inside SPI.
+ * pay_claim): the row read, or locked, when nothing was written after it,
+ * else the row read again.  pay_begin passes NULL and reads nothing more.
+ * opened: the row of bizno was inserted by this call (pay_open_claim's new
+ * business action).  Call it inside SPI.
  */
 static PayAction
 Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
@@ -372,23 +372,21 @@ Claim(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
 			}
 		}
 		decision = PayDecideBegin(row.status, retry_failed);
-		row_is_current = true;
 		/*
 		 * A decision that writes is taken again on the row under lock --
 		 * unless this call inserted the row: no other transaction sees it,
 		 * and the insert holds it as a lock would.
 		 */
-		if (decision.nsteps > 0 ||
-			(!PayStatusIsFrozen(row.status) && PayAmountDiffers(&row, amount)))
+		if ((decision.nsteps > 0 ||
+			 (!PayStatusIsFrozen(row.status) && PayAmountDiffers(&row, amount))) &&
+			!opened)
 		{
-			if (!opened)
-			{
-				if (!PayLedgerLock(catalog, bizno, &row))
-					continue;	/* deleted meanwhile */
-				decision = PayDecideBegin(row.status, retry_failed);
-			}
-			row_is_current = false;
+			if (!PayLedgerLock(fcinfo, catalog, bizno, &row))
+				continue;		/* deleted meanwhile */
+			decision = PayDecideBegin(row.status, retry_failed);
 		}
+		/* the row read or locked is the payment as the call leaves it unless Begin writes */
+		row_is_current = decision.nsteps == 0 && !PayAmountDiffers(&row, amount);
 		action = Begin(fcinfo, catalog, bizno, &row, amount, decision, api);
 		break;
 	}
@@ -594,7 +592,7 @@ OpenOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog, PaymentAmount *amo
 			bizno = SPI_datumTransfer(row.bizno, false, -1);
 			if (PayAmountDiffers(&row, amount))
 			{
-				if (!PayLedgerLock(catalog, bizno, &row))
+				if (!PayLedgerLock(fcinfo, catalog, bizno, &row))
 					continue;	/* deleted meanwhile */
 				ApplyAmount(catalog, bizno, &row, amount, api);
 			}

@@ -88,8 +88,8 @@ static const char *const second_charge_notes[] = {
  * that is the evidence.
  */
 static void
-JournalSecondCharge(const PayCatalog *catalog, Datum bizno, const LedgerRow *row,
-					Datum channel_ref, SecondCharge kind)
+JournalSecondCharge(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+					const LedgerRow *row, Datum channel_ref, SecondCharge kind)
 {
 	char	   *second = PayQuoteTextDatum(channel_ref);
 	char	   *first = PayQuoteTextDatum(row->channel_ref);
@@ -100,7 +100,7 @@ JournalSecondCharge(const PayCatalog *catalog, Datum bizno, const LedgerRow *row
 	 * with every journal row of it, either took it before (and it is gone:
 	 * refused) or waits for this report and sees it.
 	 */
-	if (!PayLedgerLock(catalog, bizno, &locked))
+	if (!PayLedgerLock(fcinfo, catalog, bizno, &locked))
 		PayRaiseUnknownPayment(catalog, bizno);
 	PayJournalSecondCharge(catalog, bizno, second_charge_kinds[kind], channel_ref,
 						   psprintf(second_charge_notes[kind], second, first));
@@ -283,7 +283,7 @@ PaySettleRow(FunctionCallInfo fcinfo, const PayCatalog *catalog, PayStatus targe
 		if (verdict == PAY_NO_OP && target == PAY_SUCCESS && !PG_ARGISNULL(1) &&
 			!row.channel_ref_null && !PayTextEqual(row.channel_ref, PG_GETARG_DATUM(1)))
 		{
-			JournalSecondCharge(catalog, bizno, &row, PG_GETARG_DATUM(1),
+			JournalSecondCharge(fcinfo, catalog, bizno, &row, PG_GETARG_DATUM(1),
 								api >= PAY_API_1_3 ? SECOND_CHARGE_REPORTED : SECOND_CHARGE_1_2);
 			second_charge = true;
 		}
@@ -377,7 +377,7 @@ pay_confirm_second_charge(PG_FUNCTION_ARGS)
 	PayRequireArgument(fcinfo, 1, "channel_ref");
 	PayCheckChannelRef(PG_GETARG_TEXT_PP(1));
 	SPI_connect();
-	if (!PayLedgerLock(catalog, bizno, &row) || !PayLedgerProbe(fcinfo, bizno, &row))
+	if (!PayLedgerLock(fcinfo, catalog, bizno, &row))
 		PayRaiseUnknownPayment(catalog, bizno);
 	if (row.status != PAY_SUCCESS || row.channel_ref_null)
 		ereport(ERROR,
@@ -386,7 +386,8 @@ pay_confirm_second_charge(PG_FUNCTION_ARGS)
 						row.status == PAY_SUCCESS ? " without a reference" : ""),
 				 PayReason(PAY_REASON_NOT_SETTLED)));
 	if (!PayTextEqual(row.channel_ref, PG_GETARG_DATUM(1)))
-		JournalSecondCharge(catalog, bizno, &row, PG_GETARG_DATUM(1), SECOND_CHARGE_CONFIRMED);
+		JournalSecondCharge(fcinfo, catalog, bizno, &row, PG_GETARG_DATUM(1),
+							SECOND_CHARGE_CONFIRMED);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -402,7 +403,7 @@ GuardedTransition(FunctionCallInfo fcinfo, Datum bizno, PayStatus target,
 	LedgerRow	row;
 
 	SPI_connect();
-	if (!PayLedgerLock(catalog, bizno, &row))
+	if (!PayLedgerLock(fcinfo, catalog, bizno, &row))
 		PayRaiseUnknownPayment(catalog, bizno);
 	switch (PayTransitionVerdict(row.status, target))
 	{

@@ -77,6 +77,7 @@
 #include "reason.h"
 #include "trigger_common.h"
 #include "write.h"
+#include "write_direct.h"
 
 static const char *const kind_labels[] = {
 	[PAY_CARD_NONE] = NULL,
@@ -322,11 +323,7 @@ ChecksDirectly(const PayCatalog *catalog, Relation rel)
 /*
  * Lock the row of authorization parent FOR NO KEY UPDATE as the executor
  * locks the row a SELECT ... FOR NO KEY UPDATE of it finds, through the
- * primary key: under a new statement's snapshot (past the command counter),
- * waiting for a concurrent writer; in READ COMMITTED its latest version is
- * locked (the WHERE clause checked again on it, as EvalPlanQual does), a
- * concurrent update or delete is a serialization failure otherwise; a row
- * this command changed already, or deleted, is not found.  The lock is
+ * primary key (PayDirectLockRow, as a claim locks a payment); the lock is
  * held to the end of the transaction.  false when there is no row.
  */
 static bool
@@ -334,68 +331,9 @@ LockAuthorizationDirectly(const PayCatalog *catalog, Relation rel, Datum parent,
 						  LockedAuthorization *authorization)
 {
 	const AttrNumber *col = catalog->ledger_attnums;
-	Relation	pkey = index_open(catalog->ledger_pkey, AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
-	IndexScanDesc scan;
-	ScanKeyData key;
-	Snapshot	snapshot;
-	bool		found;
+	bool		found = PayDirectLockRow(catalog, rel, parent, LockTupleNoKeyExclusive, slot);
 
-	CommandCounterIncrement();
-	snapshot = RegisterSnapshot(GetTransactionSnapshot());
-	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   pkey->rd_indcollation[0], F_TEXTEQ, parent);
-	scan = PayIndexBeginScan(rel, pkey, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
-	index_endscan(scan);
-	if (found)
-	{
-		ItemPointerData tid = slot->tts_tid;
-		TM_FailureData failure;
-		TM_Result	result;
-
-		/* the command id of a locking statement, marked used as the executor marks it */
-		result = table_tuple_lock(rel, &tid, snapshot, slot, GetCurrentCommandId(true),
-								  LockTupleNoKeyExclusive, LockWaitBlock,
-								  TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
-								  (IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION),
-								  &failure);
-		switch (result)
-		{
-			case TM_Ok:
-				if (failure.traversed)
-				{
-					bool		isnull;
-					Datum		bizno = slot_getattr(slot, col[LEDGER_BIZNO], &isnull);
-
-					found = !isnull &&
-						DatumGetBool(DirectFunctionCall2Coll(texteq, pkey->rd_indcollation[0],
-															 bizno, parent));
-				}
-				break;
-			case TM_SelfModified:
-				/* changed by this command or a later one: skipped, as the executor skips it */
-				found = false;
-				break;
-			case TM_Updated:
-			case TM_Deleted:
-				/* READ COMMITTED follows the chain: an update ends here only under a snapshot of the transaction */
-				if (IsolationUsesXactSnapshot())
-					ereport(ERROR,
-							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-							 errmsg("could not serialize access due to concurrent update")));
-				if (result == TM_Updated)
-					elog(ERROR, "unexpected table_tuple_lock status: %u", result);
-				found = false;
-				break;
-			case TM_Invisible:
-				elog(ERROR, "attempted to lock invisible tuple");
-				break;
-			default:
-				elog(ERROR, "unexpected table_tuple_lock status: %u", result);
-		}
-	}
 	if (found)
 	{
 		bool		isnull;
@@ -415,9 +353,7 @@ LockAuthorizationDirectly(const PayCatalog *catalog, Relation rel, Datum parent,
 		if (!authorization->amount_null)
 			authorization->amount = datumCopy(authorization->amount, false, -1);
 	}
-	UnregisterSnapshot(snapshot);
 	ExecDropSingleTupleTableSlot(slot);
-	index_close(pkey, NoLock);	/* held to the end, as the executor holds it */
 	return found;
 }
 

@@ -31,11 +31,22 @@ PayLedgerProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 	return PayDirectProbe(fcinfo, bizno, row);
 }
 
-/* The row of bizno, locked FOR UPDATE. */
+/*
+ * The row of bizno, locked FOR UPDATE, in every column a probe reads: the
+ * version locked, through the access methods where write_direct_policy.c
+ * lets the UPDATE that follows a lock go direct; else the SQL's lock, then
+ * the probe (which reads the version locked: no other transaction can have
+ * changed it since, and a snapshot of the transaction that could not see
+ * it would have failed the lock).
+ */
 bool
-PayLedgerLock(const PayCatalog *catalog, Datum bizno, LedgerRow *row)
+PayLedgerLock(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno, LedgerRow *row)
 {
-	return PaySqlLock(catalog, bizno, row);
+	bool		found;
+
+	if (PayDirectLock(fcinfo, bizno, row, &found))
+		return found;
+	return PaySqlLock(catalog, bizno, row) && PayLedgerProbe(fcinfo, bizno, row);
 }
 
 /*

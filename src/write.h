@@ -27,7 +27,8 @@
 
 /* Reads: false when there is no such row.  Call the rest inside SPI. */
 extern bool PayLedgerProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row);
-extern bool PayLedgerLock(const PayCatalog *catalog, Datum bizno, LedgerRow *row);
+extern bool PayLedgerLock(FunctionCallInfo fcinfo, const PayCatalog *catalog, Datum bizno,
+						  LedgerRow *row);
 extern bool PayLedgerFindOrder(FunctionCallInfo fcinfo, const PayCatalog *catalog,
 							   Datum prefix, Datum biz_id, LedgerRow *row);
 extern bool PayLedgerHasPrefix(const PayCatalog *catalog, Datum prefix);

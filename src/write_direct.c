@@ -1580,3 +1580,122 @@ PayDirectReadCardRow(FunctionCallInfo fcinfo, Datum bizno, bool by_step, Datum k
 	table_close(ledger, NoLock);
 	return true;
 }
+
+/*
+ * Lock the row of bizno in ledger as the executor locks the row that
+ *
+ *		SELECT ... FROM pay_ledger WHERE bizno = $1 FOR <mode>
+ *
+ * finds through the primary key (ExecLockRows): under a new statement's
+ * snapshot (past the command counter), waiting for a concurrent writer; in
+ * READ COMMITTED its latest version is locked and the WHERE clause checked
+ * again on it, as EvalPlanQual does; under REPEATABLE READ and
+ * SERIALIZABLE a concurrent update or delete is a serialization failure; a
+ * row this command changed already, or deleted, is not found.  The lock is
+ * held to the end of the transaction, the primary key's lock too, as the
+ * executor holds it.  On true, slot holds the version locked.  The caller
+ * has locked the ledger and judged that the lock may be taken here: the
+ * claim's lock of a payment (PayDirectLock) and the bookkeeping's of an
+ * authorization (card.c).
+ */
+bool
+PayDirectLockRow(const PayCatalog *catalog, Relation ledger, Datum bizno, LockTupleMode mode,
+				 TupleTableSlot *slot)
+{
+	const AttrNumber *col = catalog->ledger_attnums;
+	Relation	pkey = index_open(catalog->ledger_pkey, AccessShareLock);
+	Snapshot	snapshot;
+	bool		found;
+
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	found = FetchByKey(ledger, pkey, snapshot, bizno, slot);
+	if (found)
+	{
+		ItemPointerData tid = slot->tts_tid;
+		TM_FailureData failure;
+		TM_Result	result;
+
+		/* the command id of a locking statement, marked used as the executor marks it */
+		result = table_tuple_lock(ledger, &tid, snapshot, slot, GetCurrentCommandId(true),
+								  mode, LockWaitBlock,
+								  TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS |
+								  (IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION),
+								  &failure);
+		switch (result)
+		{
+			case TM_Ok:
+				if (failure.traversed)
+				{
+					bool		isnull;
+					Datum		locked = slot_getattr(slot, col[LEDGER_BIZNO], &isnull);
+
+					found = !isnull &&
+						DatumGetBool(DirectFunctionCall2Coll(texteq, pkey->rd_indcollation[0],
+															 locked, bizno));
+				}
+				break;
+			case TM_SelfModified:
+				/* changed by this command or a later one: skipped, as the executor skips it */
+				found = false;
+				break;
+			case TM_Updated:
+			case TM_Deleted:
+				/* READ COMMITTED follows the chain: an update ends here only under a snapshot of the transaction */
+				if (IsolationUsesXactSnapshot())
+					ereport(ERROR,
+							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							 errmsg("could not serialize access due to concurrent update")));
+				if (result == TM_Updated)
+					elog(ERROR, "unexpected table_tuple_lock status: %u", result);
+				found = false;
+				break;
+			case TM_Invisible:
+				elog(ERROR, "attempted to lock invisible tuple");
+				break;
+			default:
+				elog(ERROR, "unexpected table_tuple_lock status: %u", result);
+		}
+	}
+	UnregisterSnapshot(snapshot);
+	index_close(pkey, NoLock);
+	return found;
+}
+
+/*
+ * The row of bizno locked FOR UPDATE through the access methods
+ * (PayDirectLockRow), read in *row as PayDirectProbe reads it; *found is
+ * false when there is no row.  Returns false, having locked nothing, where
+ * the SQL must take the lock: wherever write_direct_policy.c sends the
+ * UPDATE the lock precedes to SQL -- row security, a rule or a DBA's
+ * trigger on the ledger, a module watching the executor's permission
+ * checks, a read-only transaction, a user without SELECT and UPDATE on the
+ * whole ledger (what the statement needs, or column privileges the
+ * statement is left to judge).  The ledger is locked ROW SHARE to the end
+ * of the transaction, as a statement locking rows locks it.
+ */
+bool
+PayDirectLock(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row, bool *found)
+{
+	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
+	Relation	ledger;
+	TupleTableSlot *slot;
+
+	if (!PayDirectLedgerWriteAllowed(PayDirectPolicyGet(fcinfo), catalog, CMD_UPDATE, NULL))
+		return false;
+	ledger = table_open(catalog->ledger, RowShareLock);
+	/* the ledger, its indexes and the verdict as they are now it is locked */
+	catalog = PayCatalogGetTables(fcinfo);
+	if (!PayDirectLedgerWriteAllowed(PayDirectPolicyGet(fcinfo), catalog, CMD_UPDATE, ledger))
+	{
+		table_close(ledger, NoLock);
+		return false;
+	}
+	slot = table_slot_create(ledger, NULL);
+	*found = PayDirectLockRow(catalog, ledger, bizno, LockTupleExclusive, slot);
+	if (*found)
+		CopyLedgerRow(catalog, slot, row);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(ledger, NoLock);
+	return true;
+}

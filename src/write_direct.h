@@ -12,7 +12,9 @@
 
 #include "postgres.h"
 
+#include "executor/tuptable.h"
 #include "fmgr.h"
+#include "nodes/lockoptions.h"
 #include "utils/relcache.h"
 
 #include "catalog.h"
@@ -36,5 +38,8 @@ extern void PayDirectJournalInsert(const PayCatalog *catalog, Relation journal,
 extern bool PayDirectSegmentBegin(void);
 extern void PayDirectSegmentEnd(void);
 extern void PayDirectSegmentAbandon(void);
+extern bool PayDirectLockRow(const PayCatalog *catalog, Relation ledger, Datum bizno,
+							 LockTupleMode mode, TupleTableSlot *slot);
+extern bool PayDirectLock(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row, bool *found);
 
 #endif							/* PAY_WRITE_DIRECT_H */
