@@ -675,6 +675,51 @@ CheckConflictVisible(DirectWrite *write, ItemPointer conflict)
 }
 
 /*
+ * Insert the row in slot as INSERT ... ON CONFLICT DO NOTHING inserts it,
+ * its index entries with it; false when a row with one of its unique keys
+ * exists.
+ *
+ * The executor checks the unique indexes before it inserts, to spare a
+ * speculative insertion it would have to kill.  The API inserts a row only
+ * after its probe found none, so a conflict is rare: the check is made
+ * after one, where it waits for the other inserter and finds its row, as
+ * the executor's own retry does.
+ */
+static bool
+InsertSpeculatively(DirectWrite *write, TupleTableSlot *slot)
+{
+	bool		after_conflict = false;
+
+	for (;;)
+	{
+		ItemPointerData conflict;
+		TransactionId xid;
+		uint32		token;
+		bool		speculative_conflict = false;
+
+		CHECK_FOR_INTERRUPTS();
+		/* waits for an in-progress inserter of the same key */
+		if (after_conflict &&
+			!PayExecCheckIndexConstraints(write->result, slot, write->estate, &conflict, NIL))
+		{
+			CheckConflictVisible(write, &conflict);
+			return false;
+		}
+		xid = GetCurrentTransactionId();
+		token = SpeculativeInsertionLockAcquire(xid);
+		table_tuple_insert_speculative(write->ledger, slot, write->estate->es_output_cid,
+									   0, NULL, token);
+		PayExecInsertIndexTuples(write->result, slot, write->estate, false, true,
+								 &speculative_conflict, NIL, false);
+		table_tuple_complete_speculative(write->ledger, slot, token, !speculative_conflict);
+		SpeculativeInsertionLockRelease(xid);
+		if (!speculative_conflict)
+			return true;
+		after_conflict = true;
+	}
+}
+
+/*
  * Insert a new payment as INSERT ... ON CONFLICT DO NOTHING; *inserted is
  * false when a row with one of its unique keys exists (or a trigger skipped
  * it).  Returns false, having done nothing, when the write must go through
@@ -695,7 +740,6 @@ DirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 	DirectWrite write;
 	HeapTuple	tuple;
 	TupleTableSlot *slot;
-	bool		after_conflict = false;
 
 	if (!BeginDirectWrite(fcinfo, CMD_INSERT, &write))
 		return false;
@@ -714,43 +758,7 @@ DirectInsert(FunctionCallInfo fcinfo, Datum bizno, PayStatus status,
 			ExecConstraints(write.result, slot, write.estate);
 		OpenResultIndexes(write.shared, write.result, true, slot, write.estate);
 
-		/*
-		 * The executor checks the unique indexes before it inserts, to spare
-		 * a speculative insertion it would have to kill.  The API inserts a
-		 * payment only after its probe found none, so a conflict is rare: the
-		 * check is made after one, where it waits for the other inserter and
-		 * finds its row, as the executor's own retry does.
-		 */
-		for (;;)
-		{
-			ItemPointerData conflict;
-			TransactionId xid;
-			uint32		token;
-			bool		speculative_conflict = false;
-
-			CHECK_FOR_INTERRUPTS();
-			/* waits for an in-progress inserter of the same key */
-			if (after_conflict &&
-				!PayExecCheckIndexConstraints(write.result, slot, write.estate, &conflict, NIL))
-			{
-				CheckConflictVisible(&write, &conflict);
-				break;
-			}
-			xid = GetCurrentTransactionId();
-			token = SpeculativeInsertionLockAcquire(xid);
-			table_tuple_insert_speculative(write.ledger, slot, write.estate->es_output_cid,
-										   0, NULL, token);
-			PayExecInsertIndexTuples(write.result, slot, write.estate, false, true,
-									 &speculative_conflict, NIL, false);
-			table_tuple_complete_speculative(write.ledger, slot, token, !speculative_conflict);
-			SpeculativeInsertionLockRelease(xid);
-			if (!speculative_conflict)
-			{
-				*inserted = true;
-				break;
-			}
-			after_conflict = true;
-		}
+		*inserted = InsertSpeculatively(&write, slot);
 		if (*inserted)
 			FireRowTriggers(&write, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_INSERT, NULL,
 							ExecFetchSlotHeapTuple(slot, true, NULL), NULL);
@@ -1373,7 +1381,6 @@ PayDirectInsertCard(FunctionCallInfo fcinfo, const PayCardInsert *insert, bool *
 	const AttrNumber *col;
 	HeapTuple	tuple;
 	TupleTableSlot *slot;
-	bool		after_conflict = false;
 	int			columns[5];
 	Datum		values[5];
 	bool		nulls[5];
@@ -1417,36 +1424,7 @@ PayDirectInsertCard(FunctionCallInfo fcinfo, const PayCardInsert *insert, bool *
 			ExecConstraints(write.result, slot, write.estate);
 		PayOpenIndices(write.result, true, slot, write.estate);
 
-		/* PayDirectInsert's speculative insertion, for the same reasons */
-		for (;;)
-		{
-			ItemPointerData conflict;
-			TransactionId xid;
-			uint32		token;
-			bool		speculative_conflict = false;
-
-			CHECK_FOR_INTERRUPTS();
-			if (after_conflict &&
-				!PayExecCheckIndexConstraints(write.result, slot, write.estate, &conflict, NIL))
-			{
-				CheckConflictVisible(&write, &conflict);
-				break;
-			}
-			xid = GetCurrentTransactionId();
-			token = SpeculativeInsertionLockAcquire(xid);
-			table_tuple_insert_speculative(write.ledger, slot, write.estate->es_output_cid,
-										   0, NULL, token);
-			PayExecInsertIndexTuples(write.result, slot, write.estate, false, true,
-									 &speculative_conflict, NIL, false);
-			table_tuple_complete_speculative(write.ledger, slot, token, !speculative_conflict);
-			SpeculativeInsertionLockRelease(xid);
-			if (!speculative_conflict)
-			{
-				*inserted = true;
-				break;
-			}
-			after_conflict = true;
-		}
+		*inserted = InsertSpeculatively(&write, slot);
 		if (*inserted)
 			FireRowTriggers(&write, TRIGGER_EVENT_AFTER, TRIGGER_EVENT_INSERT, NULL,
 							ExecFetchSlotHeapTuple(slot, true, NULL), NULL);
