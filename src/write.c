@@ -5,13 +5,14 @@
  *	  one way or the other: through the access methods (write_direct.c)
  *	  when write_direct_policy.c allows it, else through SQL (write_sql.c).
  *
- * Only the hot writes have two ways: a new payment's INSERT, the settling
- * UPDATE (and a claim's INIT -> PROCESSING, written as one), and the
- * journal trigger's row.  Every other read and write is rare
- * enough to be planned SQL always; the probe of the primary key is always
- * direct, as it only reads, and checks the privilege a SELECT would need;
- * the probe of a business action, a new payment's first read, is direct
- * where the direct writes are.
+ * Only the hot writes have two ways: a new payment's INSERT (and a card
+ * step's), the settling UPDATE (and a claim's INIT -> PROCESSING, written
+ * as one), a claim's lock of an existing row (FOR UPDATE), and the journal
+ * trigger's row.  Every other read and write is rare enough to be planned
+ * SQL always; the probe of the primary key is always direct, as it only
+ * reads, and checks the privilege a SELECT would need; the probe of a
+ * business action, a new payment's first read, is direct where the direct
+ * writes are.
  *
  *-------------------------------------------------------------------------
  */

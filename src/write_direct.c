@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * write_direct.c
- *	  Everything that bypasses the executor: the probe of the ledger's
- *	  primary key, the journal trigger's rows, and the API's two hot writes
+ *	  Everything that bypasses the executor: the probes of the ledger's
+ *	  primary key and of a business action, a claim's lock of a row (as
+ *	  SELECT ... FOR UPDATE locks it), the journal trigger's rows, the card
+ *	  flow's reads and inserts of its steps, and the API's two hot writes
  *	  of the ledger through the table and index access methods: a new
  *	  payment, as
  *
