@@ -95,6 +95,8 @@ SELECT outcome(format($$UPDATE pay_ledger SET amount = 90 WHERE bizno = %L$$, :'
 SELECT outcome(format($$INSERT INTO pay_ledger (bizno, status, amount, currency, parent, refund_key, kind)
                          VALUES ('CARD-RAW-1', 'PROCESSING', 1, 'EUR', %L, 'raw', 'CAPTURE')$$, :'auth')) AS raw_capture_of_a_closed_hold;
 SELECT outcome(format($$UPDATE pay_ledger SET kind = 'INCREMENT' WHERE bizno = %L$$, :'r1')) AS raw_refund_into_an_increment;
+SELECT outcome($$INSERT INTO pay_ledger (bizno, status, currency, kind, expires_in)
+                  VALUES ('CARD-RAW-2', 'INIT', 'EUR', 'AUTHORIZATION', interval '1 day')$$) AS raw_hold_of_no_amount;
 SELECT outcome(format($$UPDATE pay_ledger SET expires_at = now() + interval '1 year' WHERE bizno = %L$$, :'auth'))
        AS raw_expiry, (SELECT expires_at = j.at + interval '7 days' FROM pay_ledger AS l
                        JOIN pay_journal AS j ON j.bizno = l.bizno AND j.to_status = 'SUCCESS'

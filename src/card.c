@@ -201,6 +201,10 @@ CheckAuthorization(const PayCatalog *catalog, Relation rel, HeapTuple tuple,
 	if (!isnull)
 		RaiseBadStep(rel, psprintf("authorization %s cannot have a parent", bizno),
 					 "An authorization is a payment of its own; its captures, voids and increments name it as their parent.");
+	(void) heap_getattr(tuple, col[LEDGER_AMOUNT], rowdesc, &isnull);
+	if (isnull)
+		RaiseBadStep(rel, psprintf("authorization %s needs an amount", bizno),
+					 "A hold is of an amount: its captures are held to it.");
 	if (!inserting)
 		return;
 	expires_in = heap_getattr(tuple, col[LEDGER_EXPIRES_IN], rowdesc, &isnull);
@@ -308,13 +312,15 @@ PayCardParentIndex(const PayCatalog *catalog, Relation rel)
  * the access methods, as the executor would run its SELECT ... FOR NO KEY
  * UPDATE and pay_authorization_balance: the owner (the user the check runs
  * as) may read and lock every row of the ledger, no row security can filter
- * what it reads, no module watches the executor's permission checks, and an
+ * what it reads, no inheritance child holds rows those statements would
+ * read too, no module watches the executor's permission checks, and an
  * index finds the children.  Else the check runs the SQL.
  */
 static bool
 ChecksDirectly(const PayCatalog *catalog, Relation rel)
 {
-	return !rel->rd_rel->relrowsecurity && ExecutorCheckPerms_hook == NULL &&
+	return !rel->rd_rel->relrowsecurity && !rel->rd_rel->relhassubclass &&
+		ExecutorCheckPerms_hook == NULL &&
 		pg_class_aclmask(RelationGetRelid(rel), GetUserId(), ACL_SELECT | ACL_UPDATE,
 						 ACLMASK_ALL) == (ACL_SELECT | ACL_UPDATE) &&
 		OidIsValid(PayCardParentIndex(catalog, rel));
@@ -346,6 +352,9 @@ LockAuthorizationDirectly(const PayCatalog *catalog, Relation rel, Datum parent,
 		authorization->expires_at = slot_getattr(slot, col[LEDGER_EXPIRES_AT],
 												 &authorization->expires_at_null);
 		/* the values outlive the slot */
+		if (!authorization->expires_at_null)
+			authorization->expires_at = datumCopy(authorization->expires_at, FLOAT8PASSBYVAL,
+												  sizeof(TimestampTz));
 		if (!authorization->currency_null)
 			authorization->currency = datumCopy(authorization->currency, false, -1);
 		if (!authorization->kind_null)
@@ -412,7 +421,8 @@ SumChildren(const PayCatalog *catalog, Relation rel, Datum parent,
 	bool		void_in_flight = false;
 	bool		final_captured = false;
 	bool		final_in_flight = false;
-	bool		held = authorization->status == PAY_SUCCESS;
+	/* one without an amount (a restored or replica-mode row) holds nothing */
+	bool		held = authorization->status == PAY_SUCCESS && !authorization->amount_null;
 	Datum		hold;
 
 	balance->captured = NumericZero();

@@ -1420,11 +1420,13 @@ PayDirectInsertCard(FunctionCallInfo fcinfo, const PayCardInsert *insert, bool *
 							NULL, tuple, NULL);
 	if (tuple != NULL)
 	{
-		slot = table_slot_create(write.ledger, &write.estate->es_tupleTable);
+		/* a batch segment's shared state, where it has one, as DirectInsert */
+		slot = ResultSlot(write.shared, write.estate, write.ledger,
+						  write.shared != NULL ? &write.shared->slot : NULL, NULL);
 		ExecForceStoreHeapTuple(tuple, slot, false);
 		if (RelationGetDescr(write.ledger)->constr)
 			ExecConstraints(write.result, slot, write.estate);
-		PayOpenIndices(write.result, true, slot, write.estate);
+		OpenResultIndexes(write.shared, write.result, true, slot, write.estate);
 
 		*inserted = InsertSpeculatively(&write, slot);
 		if (*inserted)
@@ -1466,7 +1468,8 @@ PayDirectReadCardRow(FunctionCallInfo fcinfo, Datum bizno, bool by_step, Datum k
 	Snapshot	snapshot;
 	Oid			key_collation;
 
-	if (ledger->rd_rel->relrowsecurity || ExecutorCheckPerms_hook != NULL ||
+	if (ledger->rd_rel->relrowsecurity || ledger->rd_rel->relhassubclass ||
+		ExecutorCheckPerms_hook != NULL ||
 		pg_class_aclcheck(catalog->ledger, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 	{
 		table_close(ledger, NoLock);
