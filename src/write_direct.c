@@ -1034,7 +1034,6 @@ PayDirectProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 	Relation	ledger = table_open(PayCatalogGetTables(fcinfo)->ledger, AccessShareLock);
 	/* the columns as they are now that the ledger is locked */
 	const PayCatalog *catalog = PayCatalogGetTables(fcinfo);
-	const AttrNumber *col = catalog->ledger_attnums;
 	Relation	pkey;
 	TupleTableSlot *slot;
 	Snapshot	snapshot;
@@ -1053,28 +1052,7 @@ PayDirectProbe(FunctionCallInfo fcinfo, Datum bizno, LedgerRow *row)
 
 	found = FetchByKey(ledger, pkey, snapshot, bizno, slot);
 	if (found)
-	{
-		bool		isnull;
-
-		row->status = PayStatusFromLabel(catalog,
-										 DatumGetObjectId(slot_getattr(slot, col[LEDGER_STATUS],
-																	   &isnull)));
-		row->amount = slot_getattr(slot, col[LEDGER_AMOUNT], &row->amount_null);
-		if (!row->amount_null)
-			row->amount = datumCopy(row->amount, false, -1);
-		row->currency = slot_getattr(slot, col[LEDGER_CURRENCY], &row->currency_null);
-		if (!row->currency_null)
-			row->currency = datumCopy(row->currency, false, -1);
-		row->attempt = DatumGetInt32(slot_getattr(slot, col[LEDGER_ATTEMPT], &isnull));
-		row->channel_ref = slot_getattr(slot, col[LEDGER_CHANNEL_REF], &row->channel_ref_null);
-		if (!row->channel_ref_null)
-			row->channel_ref = datumCopy(row->channel_ref, false, -1);
-		row->response_null = true;
-		if (col[LEDGER_RESPONSE] != InvalidAttrNumber)
-			row->response = slot_getattr(slot, col[LEDGER_RESPONSE], &row->response_null);
-		if (!row->response_null)
-			row->response = datumCopy(row->response, false, -1);
-	}
+		CopyLedgerRow(catalog, slot, row);
 	UnregisterSnapshot(snapshot);
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(pkey, NoLock);
